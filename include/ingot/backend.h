@@ -1,0 +1,191 @@
+/* The backend seam: the op table a device backend fills, the argument block
+ * every kernel receives, and registration. Core checks arguments, computes
+ * output shapes and dtypes and allocates outputs before calling a kernel;
+ * kernels only compute. Backends live in src/<name>/ (cpu, cuda) and may be
+ * registered from outside the library (a test does). */
+#ifndef INGOT_BACKEND_H
+#define INGOT_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "device.h"
+#include "error.h"
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Every dispatched op: X(ENUM, "name"). Views and shape bookkeeping are core
+ * code and never reach a backend. */
+#define INGOT_OP_LIST(X)                                                                   \
+  X(COPY, "copy")                                                                          \
+  X(FILL, "fill")                                                                          \
+  X(ARANGE, "arange")                                                                      \
+  X(LINSPACE, "linspace")                                                                  \
+  X(EYE, "eye")                                                                            \
+  X(RAND, "rand")                                                                          \
+  X(RANDN, "randn")                                                                        \
+  X(RANDINT, "randint")                                                                    \
+  X(NEG, "neg")                                                                            \
+  X(ABS, "abs")                                                                            \
+  X(SIGN, "sign")                                                                          \
+  X(EXP, "exp")                                                                            \
+  X(EXP2, "exp2")                                                                          \
+  X(LOG, "log")                                                                            \
+  X(LOG2, "log2")                                                                          \
+  X(LOG1P, "log1p")                                                                        \
+  X(EXPM1, "expm1")                                                                        \
+  X(SQRT, "sqrt")                                                                          \
+  X(RSQRT, "rsqrt")                                                                        \
+  X(RECIPROCAL, "reciprocal")                                                              \
+  X(SIN, "sin")                                                                            \
+  X(COS, "cos")                                                                            \
+  X(TAN, "tan")                                                                            \
+  X(TANH, "tanh")                                                                          \
+  X(SIGMOID, "sigmoid")                                                                    \
+  X(SILU, "silu")                                                                          \
+  X(GELU, "gelu")                                                                          \
+  X(GELU_TANH, "gelu_tanh")                                                                \
+  X(RELU, "relu")                                                                          \
+  X(ERF, "erf")                                                                            \
+  X(FLOOR, "floor")                                                                        \
+  X(CEIL, "ceil")                                                                          \
+  X(ROUND, "round")                                                                        \
+  X(TRUNC, "trunc")                                                                        \
+  X(ISNAN, "isnan")                                                                        \
+  X(ISINF, "isinf")                                                                        \
+  X(ISFINITE, "isfinite")                                                                  \
+  X(LOGICAL_NOT, "logical_not")                                                            \
+  X(BITWISE_NOT, "bitwise_not")                                                            \
+  X(ADD, "add")                                                                            \
+  X(SUB, "sub")                                                                            \
+  X(MUL, "mul")                                                                            \
+  X(DIV, "div")                                                                            \
+  X(FLOOR_DIVIDE, "floor_divide")                                                          \
+  X(REMAINDER, "remainder")                                                                \
+  X(POW, "pow")                                                                            \
+  X(ATAN2, "atan2")                                                                        \
+  X(MAXIMUM, "maximum")                                                                    \
+  X(MINIMUM, "minimum")                                                                    \
+  X(EQ, "eq")                                                                              \
+  X(NE, "ne")                                                                              \
+  X(LT, "lt")                                                                              \
+  X(LE, "le")                                                                              \
+  X(GT, "gt")                                                                              \
+  X(GE, "ge")                                                                              \
+  X(LOGICAL_AND, "logical_and")                                                            \
+  X(LOGICAL_OR, "logical_or")                                                              \
+  X(LOGICAL_XOR, "logical_xor")                                                            \
+  X(BITWISE_AND, "bitwise_and")                                                            \
+  X(BITWISE_OR, "bitwise_or")                                                              \
+  X(BITWISE_XOR, "bitwise_xor")                                                            \
+  X(LEFT_SHIFT, "left_shift")                                                              \
+  X(RIGHT_SHIFT, "right_shift")                                                            \
+  X(WHERE, "where")                                                                        \
+  X(CLAMP, "clamp")                                                                        \
+  X(SUM, "sum")                                                                            \
+  X(MEAN, "mean")                                                                          \
+  X(PROD, "prod")                                                                          \
+  X(AMAX, "amax")                                                                          \
+  X(AMIN, "amin")                                                                          \
+  X(MAX_DIM, "max_dim")                                                                    \
+  X(MIN_DIM, "min_dim")                                                                    \
+  X(ARGMAX, "argmax")                                                                      \
+  X(ARGMIN, "argmin")                                                                      \
+  X(VAR, "var")                                                                            \
+  X(STD, "std")                                                                            \
+  X(NORM, "norm")                                                                          \
+  X(LOGSUMEXP, "logsumexp")                                                                \
+  X(ANY, "any")                                                                            \
+  X(ALL, "all")                                                                            \
+  X(CUMSUM, "cumsum")                                                                      \
+  X(CUMPROD, "cumprod")                                                                    \
+  X(SOFTMAX, "softmax")                                                                    \
+  X(LOG_SOFTMAX, "log_softmax")                                                            \
+  X(MATMUL, "matmul")                                                                      \
+  X(CAT, "cat")                                                                            \
+  X(FLIP, "flip")                                                                          \
+  X(ROLL, "roll")                                                                          \
+  X(REPEAT, "repeat")                                                                      \
+  X(TRIL, "tril")                                                                          \
+  X(TRIU, "triu")                                                                          \
+  X(INDEX_SELECT, "index_select")                                                          \
+  X(GATHER, "gather")                                                                      \
+  X(SCATTER, "scatter")                                                                    \
+  X(SCATTER_ADD, "scatter_add")                                                            \
+  X(INDEX_PUT, "index_put")                                                                \
+  X(MASKED_FILL, "masked_fill")                                                            \
+  X(MASKED_SELECT, "masked_select")                                                        \
+  X(NONZERO, "nonzero")                                                                    \
+  X(EMBEDDING, "embedding")                                                                \
+  X(TOPK, "topk")                                                                          \
+  X(SORT, "sort")
+
+typedef enum ingot_op {
+#define INGOT_OP_ENUM(e, s) INGOT_OP_##e,
+  INGOT_OP_LIST(INGOT_OP_ENUM)
+#undef INGOT_OP_ENUM
+      INGOT_OP_COUNT
+} ingot_op;
+
+/* Name of an op as the support table and errors print it. */
+const char *ingot_op_name(ingot_op op);
+
+#define INGOT_OP_MAX_IN 8
+#define INGOT_OP_MAX_OUT 2
+
+/* What a kernel receives. Inputs may be strided (any strides, offset) and
+ * already broadcast to the output shape where the op is elementwise; outputs
+ * are fresh and contiguous, allocated by core on the inputs' device, unless
+ * the op's comment in src/core/ says otherwise (ops with data-dependent sizes
+ * allocate out[0] themselves). The meaning of iarg/farg/dims is per op and
+ * written beside each op's front in src/core/. */
+typedef struct ingot_op_args {
+  ingot_op op;
+  int nin, nout;
+  ingot_tensor *in[INGOT_OP_MAX_IN];
+  ingot_tensor *out[INGOT_OP_MAX_OUT];
+  int64_t iarg[INGOT_MAX_DIMS];
+  double farg[4];
+  uint32_t dims; /* bitmask of dims (reductions, flip, ...) */
+} ingot_op_args;
+
+typedef ingot_status (*ingot_kernel_fn)(ingot_op_args *args);
+
+typedef struct ingot_backend {
+  const char *name; /* "cpu", "cuda" */
+  ingot_device_kind kind;
+  int (*device_count)(void);
+  int (*device_info)(int index, ingot_device_info *info);
+  /* Raw memory: alloc returns NULL and sets an error on failure. */
+  void *(*alloc)(int index, size_t nbytes);
+  void (*free)(int index, void *ptr, size_t nbytes);
+  /* Copies between host and device memory and within the device. */
+  ingot_status (*copy_to_host)(int index, void *dst, const void *src, size_t nbytes);
+  ingot_status (*copy_from_host)(int index, void *dst, const void *src, size_t nbytes);
+  ingot_status (*copy_on_device)(int index, void *dst, const void *src, size_t nbytes);
+  ingot_status (*synchronize)(int index);
+  ingot_kernel_fn kernels[INGOT_OP_COUNT];
+} ingot_backend;
+
+/* Register (or replace, with NULL to remove) the backend of a device kind.
+ * The table must outlive its registration. */
+ingot_status ingot_backend_register(const ingot_backend *backend);
+const ingot_backend *ingot_backend_get(ingot_device_kind kind);
+
+/* For kernels: address of t's first element (device memory on devices). */
+void *ingot_tensor_data(const ingot_tensor *t);
+/* Set a failure message from a backend (printf-style); returns status. */
+ingot_status ingot_set_error(ingot_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

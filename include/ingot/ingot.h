@@ -1,0 +1,24 @@
+/* Ingot: a tensor library and model runtime in C. Umbrella header. */
+#ifndef INGOT_INGOT_H
+#define INGOT_INGOT_H
+
+#include "backend.h"
+#include "device.h"
+#include "dtype.h"
+#include "error.h"
+#include "ops.h"
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Library version, "MAJOR.MINOR.PATCH". */
+const char *ingot_version(void);
+/* Build options as one line: backends compiled in, BLAS, sanitizers. */
+const char *ingot_build_info(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

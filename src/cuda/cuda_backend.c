@@ -1,0 +1,123 @@
+/* The CUDA backend: device discovery, device memory, copies and the kernel
+ * table. Kernels live in the .cu files of this folder behind extern "C"
+ * launchers (cuda_kernels.h). */
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <string.h>
+#include <threads.h>
+
+#include "../core/internal.h"
+#include "../core/numeric.h"
+#include "cuda_kernels.h"
+
+static int device_total = -1;
+static once_flag count_once = ONCE_FLAG_INIT;
+
+static void count_devices(void) {
+  int n = 0;
+  /* No driver or no GPU reads as zero devices, never as a failure. */
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    n = 0;
+  }
+  device_total = n;
+}
+
+static int cuda_count(void) {
+  call_once(&count_once, count_devices);
+  return device_total;
+}
+
+ingot_status cuda_check(cudaError_t err, const char *what) {
+  if (err == cudaSuccess) return INGOT_OK;
+  cudaGetLastError(); /* clear sticky-free errors so the process keeps working */
+  return ingot_set_error(err == cudaErrorMemoryAllocation ? INGOT_ERR_OOM : INGOT_ERR_BACKEND,
+                         "cuda: %s failed: %s", what, cudaGetErrorString(err));
+}
+
+static int cuda_info(int index, ingot_device_info *info) {
+  struct cudaDeviceProp p;
+  ingot_status st = cuda_check(cudaGetDeviceProperties(&p, index), "cudaGetDeviceProperties");
+  if (st) return st;
+  snprintf(info->name, sizeof info->name, "%.127s", p.name);
+  info->compute_units = p.multiProcessorCount;
+  info->capability_major = p.major;
+  info->capability_minor = p.minor;
+  size_t free_b = 0, total_b = p.totalGlobalMem;
+  if (cudaSetDevice(index) == cudaSuccess && cudaMemGetInfo(&free_b, &total_b) != cudaSuccess)
+    cudaGetLastError();
+  info->total_memory = total_b;
+  info->free_memory = free_b;
+  return INGOT_OK;
+}
+
+static void *cuda_alloc(int index, size_t nbytes) {
+  void *p = NULL;
+  if (cuda_check(cudaSetDevice(index), "cudaSetDevice")) return NULL;
+  cudaError_t err = cudaMalloc(&p, nbytes);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    ingot_set_error(err == cudaErrorMemoryAllocation ? INGOT_ERR_OOM : INGOT_ERR_BACKEND,
+                    "cuda:%d: out of memory: tried to allocate %zu bytes (%zu free of %zu)", index,
+                    nbytes, free_b, total_b);
+    return NULL;
+  }
+  return p;
+}
+
+static void cuda_free(int index, void *p, size_t nbytes) {
+  (void)nbytes;
+  cudaSetDevice(index);
+  cudaFree(p);
+}
+
+static ingot_status cuda_copy(int index, void *dst, const void *src, size_t n,
+                              enum cudaMemcpyKind kind) {
+  ingot_status st = cuda_check(cudaSetDevice(index), "cudaSetDevice");
+  return st ? st : cuda_check(cudaMemcpy(dst, src, n, kind), "cudaMemcpy");
+}
+
+static ingot_status cuda_to_host(int index, void *dst, const void *src, size_t n) {
+  return cuda_copy(index, dst, src, n, cudaMemcpyDeviceToHost);
+}
+static ingot_status cuda_from_host(int index, void *dst, const void *src, size_t n) {
+  return cuda_copy(index, dst, src, n, cudaMemcpyHostToDevice);
+}
+static ingot_status cuda_on_device(int index, void *dst, const void *src, size_t n) {
+  return cuda_copy(index, dst, src, n, cudaMemcpyDeviceToDevice);
+}
+
+static ingot_status cuda_sync(int index) {
+  ingot_status st = cuda_check(cudaSetDevice(index), "cudaSetDevice");
+  return st ? st : cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+}
+
+static ingot_status k_fill(ingot_op_args *a) {
+  ingot_tensor *t = a->out[0];
+  unsigned char pattern[16];
+  store_f64(t->dtype, pattern, a->farg[0]);
+  int64_t n = ingot_numel(t);
+  if (n == 0) return INGOT_OK;
+  ingot_status st = cuda_check(cudaSetDevice(t->device.index), "cudaSetDevice");
+  if (st) return st;
+  return cuda_check(cuda_fill_pattern(ingot_tensor_data(t), pattern, (int)ingot_dtype_size(t->dtype),
+                                      n),
+                    "fill kernel");
+}
+
+void cuda_backend_init(ingot_backend *be) {
+  memset(be, 0, sizeof *be);
+  be->name = "cuda";
+  be->kind = INGOT_DEVICE_CUDA;
+  be->device_count = cuda_count;
+  be->device_info = cuda_info;
+  be->alloc = cuda_alloc;
+  be->free = cuda_free;
+  be->copy_to_host = cuda_to_host;
+  be->copy_from_host = cuda_from_host;
+  be->copy_on_device = cuda_on_device;
+  be->synchronize = cuda_sync;
+  be->kernels[INGOT_OP_FILL] = k_fill;
+}

@@ -1,0 +1,22 @@
+/* extern "C" launchers of the CUDA kernels (.cu files in this folder). */
+#ifndef INGOT_CUDA_KERNELS_H
+#define INGOT_CUDA_KERNELS_H
+
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+#include "ingot/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Map a CUDA error to an ingot status and message (INGOT_OK on success). */
+ingot_status cuda_check(cudaError_t err, const char *what);
+/* Write n copies of an es-byte pattern (es = 1, 2, 4, 8 or 16) to dst. */
+cudaError_t cuda_fill_pattern(void *dst, const void *pattern, int es, int64_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
