@@ -6,65 +6,6 @@
 #include "../core/philox.h"
 #include "cpu.h"
 
-/* One element in transit: integers stay integers so that int64 -> float
- * rounds once, as a C cast (and PyTorch) does. */
-typedef struct sval {
-  int kind; /* 0 integer, 1 real, 2 complex */
-  int64_t i;
-  double re, im;
-} sval;
-
-static inline sval load_sval(ingot_dtype dt, const char *p) {
-  sval v = {0, 0, 0, 0};
-  switch (dt) {
-  case INGOT_BOOL: v.i = *(const uint8_t *)p != 0; break;
-  case INGOT_U8: v.i = *(const uint8_t *)p; break;
-  case INGOT_I8: v.i = *(const int8_t *)p; break;
-  case INGOT_I16: v.i = *(const int16_t *)p; break;
-  case INGOT_I32: v.i = *(const int32_t *)p; break;
-  case INGOT_I64: v.i = *(const int64_t *)p; break;
-  case INGOT_C64:
-    v.kind = 2, v.re = ((const float *)p)[0], v.im = ((const float *)p)[1];
-    break;
-  case INGOT_C128:
-    v.kind = 2, v.re = ((const double *)p)[0], v.im = ((const double *)p)[1];
-    break;
-  default: v.kind = 1, v.re = load_f64(dt, p); break;
-  }
-  return v;
-}
-
-static inline float sval_f32(sval v) { return v.kind == 0 ? (float)v.i : (float)v.re; }
-
-static inline void store_sval(ingot_dtype dt, char *p, sval v) {
-  if (v.kind == 0) {
-    switch (dt) {
-    case INGOT_BOOL: *(uint8_t *)p = v.i != 0; return;
-    case INGOT_U8: *(uint8_t *)p = (uint8_t)v.i; return;
-    case INGOT_I8: *(int8_t *)p = (int8_t)v.i; return;
-    case INGOT_I16: *(int16_t *)p = (int16_t)v.i; return;
-    case INGOT_I32: *(int32_t *)p = (int32_t)v.i; return;
-    case INGOT_I64: *(int64_t *)p = v.i; return;
-    case INGOT_F64: *(double *)p = (double)v.i; return;
-    case INGOT_C128: ((double *)p)[0] = (double)v.i, ((double *)p)[1] = 0; return;
-    default: break;
-    }
-  }
-  switch (dt) {
-  case INGOT_BOOL: *(uint8_t *)p = v.kind == 0 ? v.i != 0 : (v.re != 0 || v.im != 0); return;
-  case INGOT_F32: *(float *)p = sval_f32(v); return;
-  case INGOT_F16: *(uint16_t *)p = ingot_f32_to_f16(sval_f32(v)); return;
-  case INGOT_BF16: *(uint16_t *)p = ingot_f32_to_bf16(sval_f32(v)); return;
-  case INGOT_F8E4M3FN: *(uint8_t *)p = ingot_f32_to_f8e4m3fn(sval_f32(v)); return;
-  case INGOT_F8E5M2: *(uint8_t *)p = ingot_f32_to_f8e5m2(sval_f32(v)); return;
-  case INGOT_C64:
-    ((float *)p)[0] = sval_f32(v), ((float *)p)[1] = (float)v.im;
-    return;
-  case INGOT_C128: ((double *)p)[0] = v.re, ((double *)p)[1] = v.im; return;
-  default: store_f64(dt, p, v.re); return; /* reals into integers and f64 */
-  }
-}
-
 typedef struct copy_ctx {
   ingot_dtype dst, src;
 } copy_ctx;

@@ -107,6 +107,28 @@ static ingot_status k_fill(ingot_op_args *a) {
                     "fill kernel");
 }
 
+static ingot_status k_copy(ingot_op_args *a) {
+  ingot_tensor *dst = a->out[0], *src = a->in[0];
+  int64_t n = ingot_numel(dst);
+  if (n == 0) return INGOT_OK;
+  ingot_status st = cuda_check(cudaSetDevice(dst->device.index), "cudaSetDevice");
+  if (st) return st;
+  if (dst->dtype == src->dtype && ingot_is_contiguous(dst) && ingot_is_contiguous(src))
+    return cuda_check(cudaMemcpyAsync(ingot_tensor_data(dst), ingot_tensor_data(src),
+                                      (size_t)n * ingot_dtype_size(dst->dtype),
+                                      cudaMemcpyDeviceToDevice, 0),
+                      "cudaMemcpyAsync");
+  cuda_geom2 g = {.ndim = dst->ndim};
+  for (int d = 0; d < dst->ndim; d++) {
+    g.shape[d] = dst->shape[d];
+    g.stride[0][d] = dst->strides[d];
+    g.stride[1][d] = src->strides[d];
+  }
+  return cuda_check(cuda_copy_strided(ingot_tensor_data(dst), dst->dtype, ingot_tensor_data(src),
+                                      src->dtype, &g, n),
+                    "copy kernel");
+}
+
 void cuda_backend_init(ingot_backend *be) {
   memset(be, 0, sizeof *be);
   be->name = "cuda";
@@ -120,4 +142,5 @@ void cuda_backend_init(ingot_backend *be) {
   be->copy_on_device = cuda_on_device;
   be->synchronize = cuda_sync;
   be->kernels[INGOT_OP_FILL] = k_fill;
+  be->kernels[INGOT_OP_COPY] = k_copy;
 }

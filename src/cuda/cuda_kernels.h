@@ -13,6 +13,16 @@ extern "C" {
 
 /* Map a CUDA error to an ingot status and message (INGOT_OK on success). */
 ingot_status cuda_check(cudaError_t err, const char *what);
+/* Shape and per-operand strides (elements) of a two-operand op. */
+typedef struct cuda_geom2 {
+  int ndim;
+  int64_t shape[8];
+  int64_t stride[2][8]; /* [0] destination, [1] source */
+} cuda_geom2;
+
+/* dst[i] = (dst dtype) src[i] over the geometry g (n elements). */
+cudaError_t cuda_copy_strided(void *dst, int dst_dt, const void *src, int src_dt,
+                              const cuda_geom2 *g, int64_t n);
 /* Write n copies of an es-byte pattern (es = 1, 2, 4, 8 or 16) to dst. */
 cudaError_t cuda_fill_pattern(void *dst, const void *pattern, int es, int64_t n);
 
