@@ -129,6 +129,15 @@ static ingot_status k_copy(ingot_op_args *a) {
                     "copy kernel");
 }
 
+static ingot_status k_generate(ingot_op_args *a) {
+  ingot_tensor *out = a->out[0];
+  ingot_status st = cuda_check(cudaSetDevice(out->device.index), "cudaSetDevice");
+  if (st) return st;
+  return cuda_check(cuda_generate(ingot_tensor_data(out), a->op, out->dtype, ingot_numel(out),
+                                  out->ndim == 2 ? out->shape[1] : 0, a->farg, a->iarg),
+                    "generate kernel");
+}
+
 void cuda_backend_init(ingot_backend *be) {
   memset(be, 0, sizeof *be);
   be->name = "cuda";
@@ -143,4 +152,10 @@ void cuda_backend_init(ingot_backend *be) {
   be->synchronize = cuda_sync;
   be->kernels[INGOT_OP_FILL] = k_fill;
   be->kernels[INGOT_OP_COPY] = k_copy;
+  be->kernels[INGOT_OP_ARANGE] = k_generate;
+  be->kernels[INGOT_OP_LINSPACE] = k_generate;
+  be->kernels[INGOT_OP_EYE] = k_generate;
+  be->kernels[INGOT_OP_RAND] = k_generate;
+  be->kernels[INGOT_OP_RANDN] = k_generate;
+  be->kernels[INGOT_OP_RANDINT] = k_generate;
 }

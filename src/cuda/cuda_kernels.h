@@ -23,6 +23,9 @@ typedef struct cuda_geom2 {
 /* dst[i] = (dst dtype) src[i] over the geometry g (n elements). */
 cudaError_t cuda_copy_strided(void *dst, int dst_dt, const void *src, int src_dt,
                               const cuda_geom2 *g, int64_t n);
+/* Element-indexed generators (src/core/generate.h) into a contiguous out. */
+cudaError_t cuda_generate(void *out, int op, int dt, int64_t n, int64_t cols, const double *farg,
+                          const int64_t *iarg);
 /* Write n copies of an es-byte pattern (es = 1, 2, 4, 8 or 16) to dst. */
 cudaError_t cuda_fill_pattern(void *dst, const void *pattern, int es, int64_t n);
 
