@@ -126,7 +126,7 @@ def tensor(arr, dtype=None, device=CPU):
     arr = np.asarray(arr)
     if dtype is not None:
         arr = arr.astype(dtype)
-    arr = np.ascontiguousarray(arr)
+    arr = np.require(arr, requirements="C")
     dt = DTYPES.index(arr.dtype)
     shape = (I64 * max(arr.ndim, 1))(*arr.shape)
     p = lib.ingot_from_host(arr.ctypes.data_as(P), arr.ndim, shape, dt, device)
