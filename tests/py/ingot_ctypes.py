@@ -177,7 +177,7 @@ def sig(name, restype, *argtypes):
 IA = ctypes.POINTER(I)  # const int *
 LA = ctypes.POINTER(I64)  # const int64_t *
 TA = ctypes.POINTER(P)  # ingot_tensor *const *
-OUT = ctypes.POINTER(P)  # ingot_tensor **
+OUT = P  # ingot_tensor **: pass out_ptr() (a pointer object is accepted as void *)
 
 for _n in ["neg", "abs", "sign", "exp", "exp2", "log", "log2", "log1p", "expm1", "sqrt",
            "rsqrt", "reciprocal", "sin", "cos", "tan", "tanh", "sigmoid", "silu", "gelu",
