@@ -38,6 +38,10 @@ void *ingot_fail(ingot_status status, const char *fmt, ...)
 #endif
     ;
 
+/* Name op in the current error message (prefix "op: " unless there);
+ * returns NULL. */
+void *fail_in(const char *op);
+
 /* ---- tensors (src/core/tensor.c) ---- */
 /* Fresh contiguous tensor (uninitialised); checks sizes for overflow. */
 ingot_tensor *tensor_new(int ndim, const int64_t *shape, ingot_dtype dt, ingot_device dev);

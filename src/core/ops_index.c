@@ -186,7 +186,7 @@ ingot_tensor *ingot_index_put(const ingot_tensor *t, ingot_tensor *const *indice
     if (!ingot_device_equal(indices[i]->device, t->device))
       return ingot_fail(INGOT_ERR_DEVICE, "index_put: indices must be on the tensor's device");
   if (values->dtype != t->dtype)
-    return ingot_fail(INGOT_ERR_DTYPE, "Index put requires the source and destination dtypes "
+    return ingot_fail(INGOT_ERR_DTYPE, "index_put: Index put requires the source and destination dtypes "
                       "match, got %s for the destination and %s for the source.",
                       ingot_dtype_name(t->dtype), ingot_dtype_name(values->dtype));
   ingot_tensor *cols[INGOT_MAX_DIMS];

@@ -11,29 +11,43 @@ static atomic_llong live_tensors;
 int64_t ingot_live_tensors(void) { return (int64_t)atomic_load(&live_tensors); }
 
 int64_t shape_numel(int ndim, const int64_t *shape) {
+  /* A zero size first: [2^62, 2^62, 0] is empty, not an overflow. */
+  for (int i = 0; i < ndim; i++)
+    if (shape[i] == 0) return 0;
   int64_t n = 1;
   for (int i = 0; i < ndim; i++) n *= shape[i];
   return n;
 }
 
 int64_t contiguous_strides(int ndim, const int64_t *shape, int64_t *strides) {
-  int64_t n = 1;
+  /* Unsigned: the strides of a huge empty tensor may wrap (they are never used). */
+  uint64_t n = 1;
   for (int i = ndim - 1; i >= 0; i--) {
-    strides[i] = n;
-    n *= shape[i] > 0 ? shape[i] : 1;
+    strides[i] = (int64_t)n;
+    n *= shape[i] > 0 ? (uint64_t)shape[i] : 1;
   }
   return shape_numel(ndim, shape);
 }
 
-/* numel*elsize for shape, or -1 when a size is negative or the bytes overflow. */
-static int64_t checked_nbytes(int ndim, const int64_t *shape, size_t elsize) {
+/* True when no size is negative and the element count fits in int64 (a zero
+ * size anywhere makes it 0). */
+static bool numel_fits(int ndim, const int64_t *shape) {
+  for (int i = 0; i < ndim; i++)
+    if (shape[i] < 0) return false;
+  for (int i = 0; i < ndim; i++)
+    if (shape[i] == 0) return true;
   int64_t n = 1;
   for (int i = 0; i < ndim; i++) {
-    if (shape[i] < 0) return -1;
-    if (shape[i] == 0) n = 0;
-    else if (n > INT64_MAX / shape[i]) return -1;
-    else n *= shape[i];
+    if (n > INT64_MAX / shape[i]) return false;
+    n *= shape[i];
   }
+  return true;
+}
+
+/* numel*elsize for shape, or -1 when a size is negative or the bytes overflow. */
+static int64_t checked_nbytes(int ndim, const int64_t *shape, size_t elsize) {
+  if (!numel_fits(ndim, shape)) return -1;
+  int64_t n = shape_numel(ndim, shape);
   if (n > INT64_MAX / (int64_t)elsize) return -1;
   return n * (int64_t)elsize;
 }
@@ -87,6 +101,10 @@ ingot_tensor *tensor_new(int ndim, const int64_t *shape, ingot_dtype dt, ingot_d
 
 ingot_tensor *tensor_view(const ingot_tensor *base, int ndim, const int64_t *shape,
                           const int64_t *strides, int64_t offset) {
+  /* A view (expand) may not describe more elements than 64-bit indexing allows. */
+  if (!numel_fits(ndim, shape))
+    return ingot_fail(INGOT_ERR_SHAPE, "view: the shape has more elements than 64-bit "
+                      "indexing allows (or a negative size)");
   ingot_tensor *t = handle_new();
   if (!t) return NULL;
   t->ndim = ndim;
@@ -187,9 +205,9 @@ static ingot_tensor *to_cpu(const ingot_tensor *t) {
 }
 
 ingot_tensor *ingot_to(const ingot_tensor *t, ingot_device dev) {
-  if (!t) return NULL;
+  if (!check_tensors("to", 1, &t)) return NULL;
   if (ingot_device_equal(t->device, dev)) return ingot_retain((ingot_tensor *)t);
-  if (!backend_for(dev)) return NULL;
+  if (!backend_for(dev)) return fail_in("to");
   ingot_tensor *host = to_cpu(t);
   if (!host || dev.kind == INGOT_DEVICE_CPU) return host;
   ingot_tensor *c = ingot_contiguous(host);
@@ -226,7 +244,7 @@ ingot_status ingot_to_host(const ingot_tensor *t, void *dst, size_t nbytes) {
 }
 
 double ingot_item(const ingot_tensor *t) {
-  if (!t) return NAN;
+  if (!check_tensors("item", 1, &t)) return NAN;
   if (ingot_numel(t) != 1) {
     ingot_set_error(INGOT_ERR_SHAPE, "item: tensor has %lld elements, expected 1",
                     (long long)ingot_numel(t));
@@ -242,7 +260,7 @@ double ingot_item(const ingot_tensor *t) {
 ingot_tensor *ingot_from_host(const void *data, int ndim, const int64_t *shape, ingot_dtype dt,
                               ingot_device dev) {
   ingot_tensor *t = tensor_new(ndim, shape, dt, dev);
-  if (!t) return NULL;
+  if (!t) return fail_in("from_host");
   if (t->storage->nbytes && !data) {
     ingot_release(t);
     return ingot_fail(INGOT_ERR_ARG, "from_host: NULL data");
@@ -285,16 +303,18 @@ static ingot_tensor *copy_as(const ingot_tensor *t, ingot_dtype dt) {
   return out;
 }
 
-ingot_tensor *ingot_clone(const ingot_tensor *t) { return t ? copy_as(t, t->dtype) : NULL; }
+ingot_tensor *ingot_clone(const ingot_tensor *t) {
+  return check_tensors("clone", 1, &t) ? copy_as(t, t->dtype) : NULL;
+}
 
 ingot_tensor *ingot_contiguous(const ingot_tensor *t) {
-  if (!t) return NULL;
+  if (!check_tensors("contiguous", 1, &t)) return NULL;
   if (ingot_is_contiguous(t)) return ingot_retain((ingot_tensor *)t);
   return copy_as(t, t->dtype);
 }
 
 ingot_tensor *ingot_cast(const ingot_tensor *t, ingot_dtype dt) {
-  if (!t) return NULL;
+  if (!check_tensors("cast", 1, &t)) return NULL;
   if (dt < 0 || dt >= INGOT_DTYPE_COUNT) return ingot_fail(INGOT_ERR_DTYPE, "cast: invalid dtype");
   return copy_as(t, dt);
 }
@@ -306,7 +326,10 @@ ingot_status ingot_copy_(ingot_tensor *dst, const ingot_tensor *src) {
   ingot_tensor *here = ingot_to(src, dst->device);
   ingot_tensor *e = here ? ingot_expand(here, dst->ndim, dst->shape) : NULL;
   ingot_release(here);
-  if (!e) return ingot_last_status();
+  if (!e) {
+    fail_in("copy_");
+    return ingot_last_status();
+  }
   ingot_status st = run_copy(dst, e);
   ingot_release(e);
   return st;

@@ -23,7 +23,9 @@ ingot_tensor *ingot_slice(const ingot_tensor *t, int dim, int64_t start, int64_t
   int64_t shape[INGOT_MAX_DIMS], strides[INGOT_MAX_DIMS];
   memcpy(shape, t->shape, sizeof shape);
   memcpy(strides, t->strides, sizeof strides);
-  shape[dim] = (end - start + step - 1) / step;
+  /* A step past the end takes one element: clamp it so stride * step cannot overflow. */
+  if (step > n) step = n > 0 ? n : 1;
+  shape[dim] = end > start ? (end - start - 1) / step + 1 : 0;
   strides[dim] = t->strides[dim] * step;
   return tensor_view(t, t->ndim, shape, strides, t->offset + start * t->strides[dim]);
 }

@@ -270,7 +270,7 @@ static ingot_status k_index_put(ingot_op_args *a) {
   for (int j = 0; j < n; j++) {
     int64_t bad = 0, size = out->shape[j];
     if (!indices_in_range(ix + j * nb, nb, -size, size, &bad))
-      return ingot_set_error(INGOT_ERR_INDEX, "index %lld is out of bounds for dimension %d with "
+      return ingot_set_error(INGOT_ERR_INDEX, "index_put: index %lld is out of bounds for dimension %d with "
                              "size %lld", (long long)bad, j, (long long)size);
   }
   if (nb == 0 || rest == 0) return INGOT_OK;

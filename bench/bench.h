@@ -1,0 +1,51 @@
+/* Benchmark harness: workloads register results; main prints a table and
+ * writes JSON. Times are medians of several runs after a warm-up. */
+#ifndef INGOT_BENCH_H
+#define INGOT_BENCH_H
+
+#include <stdbool.h>
+
+#include "ingot/ingot.h"
+
+typedef struct bench_result {
+  char id[64];
+  char shape[64];
+  char dtype[16];
+  char device[16];
+  double median_s;
+  const char *metric;     /* "TFLOP/s", "GB/s" */
+  double value;           /* in metric units */
+  double reference_value; /* the same metric for the reference, or < 0 for none */
+  char reference[48];     /* what the reference is ("cblas_sgemm", "memcpy x2") */
+} bench_result;
+
+typedef struct bench_ctx {
+  ingot_device dev;
+  const char *filter; /* substring of ids to run, or NULL */
+  int runs;           /* timed runs per measurement */
+  bench_result *results;
+  int nresults, cap;
+} bench_ctx;
+
+/* Seconds on a monotonic clock. */
+double bench_now(void);
+/* Median of the timed runs of fn(arg) after one warm-up call; the device is
+ * synchronised after each call. Returns < 0 if fn returned false. */
+double bench_time(bench_ctx *c, bool (*fn)(void *), void *arg);
+/* The same for an op and its reference, runs interleaved (op, reference,
+ * op, ...) so that both see the same machine; false if either fails. */
+bool bench_time_pair(bench_ctx *c, bool (*fn)(void *), bool (*ref)(void *), void *arg, double *t_fn,
+                     double *t_ref);
+/* True when the workload id (for this device) passes the filter. */
+bool bench_selected(const bench_ctx *c, const char *id);
+/* Append a result (copied). */
+void bench_add(bench_ctx *c, const bench_result *r);
+/* Say why a workload did not run (stderr). */
+void bench_skip(const char *id, const char *why);
+
+/* The workloads (bench_workloads.c). */
+void bench_matmul_f32(bench_ctx *c, int n);
+void bench_add_f32(bench_ctx *c, int log2n);
+void bench_full_f32(bench_ctx *c, int log2n);
+
+#endif
