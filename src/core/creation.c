@@ -72,8 +72,6 @@ ingot_tensor *ingot_arange(double start, double end, double step, ingot_dtype dt
 ingot_tensor *ingot_linspace(double start, double end, int64_t steps, ingot_dtype dt,
                              ingot_device dev) {
   if (steps < 0) return ingot_fail(INGOT_ERR_ARG, "linspace: number of steps must be non-negative");
-  /* torch.linspace with one step is [start] (the kernels' symmetric form would give end). */
-  if (steps == 1) return ingot_full(1, &steps, start, dt, dev);
   return run_fill(tensor_new(1, &steps, dt, dev), INGOT_OP_LINSPACE, start, end, "linspace");
 }
 

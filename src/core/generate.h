@@ -61,7 +61,7 @@ FPCONV_FN void gen_value(const gen_params *c, int64_t i, char *p) {
   case INGOT_OP_LINSPACE: {
     /* PyTorch's symmetric form: the second half counts back from the end. */
     double step = c->n > 1 ? (c->f1 - c->f0) / (double)(c->n - 1) : 0;
-    v.re = i < c->n / 2 ? c->f0 + step * (double)i : c->f1 - step * (double)(c->n - 1 - i);
+    v.re = c->n == 1 ? c->f0 : i < c->n / 2 ? c->f0 + step * (double)i : c->f1 - step * (double)(c->n - 1 - i);
     if ((c->dt >= INGOT_U8 && c->dt <= INGOT_I64)) v.re = trunc(v.re);
     break;
   }

@@ -113,7 +113,26 @@ static void loop_fill(char **p, const int64_t *s, int64_t n, void *vctx) {
   sval x = {1, 0, c->f0, 0};
   store_sval(c->dt, (char *)v, x);
   size_t es = ingot_dtype_size(c->dt);
-  for (int64_t i = 0; i < n; i++) memcpy(p[0] + i * s[0], v, es);
+  char *d = p[0];
+  switch (es) {
+#define FILL_W(W, T)                                                                       \
+  case W: {                                                                                \
+    T val;                                                                                 \
+    memcpy(&val, v, W);                                                                    \
+    if (s[0] == W)                                                                         \
+      for (int64_t i = 0; i < n; i++) ((T *)d)[i] = val;                                   \
+    else                                                                                   \
+      for (int64_t i = 0; i < n; i++) *(T *)(d + i * s[0]) = val;                          \
+    break;                                                                                 \
+  }
+    FILL_W(1, uint8_t)
+    FILL_W(2, uint16_t)
+    FILL_W(4, uint32_t)
+    FILL_W(8, uint64_t)
+#undef FILL_W
+  default:
+    for (int64_t i = 0; i < n; i++) memcpy(d + i * s[0], v, es);
+  }
 }
 
 static ingot_status k_fill(ingot_op_args *a) {
