@@ -34,6 +34,16 @@ static inline void gen_params_from_args(gen_params *c, int op, ingot_dtype dt, i
   c->high = iarg[3];
 }
 
+/* Plain multiply-add without contraction into an FMA (nvcc contracts by
+ * default), so both devices round the same way. */
+FPCONV_FN double gen_mul_add(double a, double b, double c) {
+#ifdef __CUDA_ARCH__
+  return __dadd_rn(__dmul_rn(a, b), c);
+#else
+  return a * b + c;
+#endif
+}
+
 /* Mantissa bits (with the implicit one) a uniform draw keeps, so u < 1. */
 FPCONV_FN int gen_mant_bits(ingot_dtype dt) {
   switch (dt) {
@@ -55,13 +65,15 @@ FPCONV_FN void gen_value(const gen_params *c, int64_t i, char *p) {
       v.kind = 0;
       v.i = (int64_t)c->f0 + i * (int64_t)c->f1;
     } else {
-      v.re = c->f0 + (double)i * c->f1;
+      v.re = gen_mul_add((double)i, c->f1, c->f0);
     }
     break;
   case INGOT_OP_LINSPACE: {
     /* PyTorch's symmetric form: the second half counts back from the end. */
     double step = c->n > 1 ? (c->f1 - c->f0) / (double)(c->n - 1) : 0;
-    v.re = c->n == 1 ? c->f0 : i < c->n / 2 ? c->f0 + step * (double)i : c->f1 - step * (double)(c->n - 1 - i);
+    v.re = c->n == 1        ? c->f0
+           : i < c->n / 2 ? gen_mul_add(step, (double)i, c->f0)
+                          : gen_mul_add(-step, (double)(c->n - 1 - i), c->f1);
     if ((c->dt >= INGOT_U8 && c->dt <= INGOT_I64)) v.re = trunc(v.re);
     break;
   }
