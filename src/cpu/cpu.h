@@ -25,6 +25,11 @@ void cpu_foreach_raw(int nops, char *const *base, const int64_t (*strides)[INGOT
 /* Minimum elements per thread before work is split. */
 #define CPU_GRAIN 32768
 
+/* Host memory (src/cpu/host_cache.c): large blocks are cached after free. */
+void *cpu_host_alloc(size_t nbytes);
+void cpu_host_free(void *p, size_t nbytes);
+void cpu_host_empty_cache(void);
+
 /* Number of threads kernels may use. */
 int cpu_threads(void);
 

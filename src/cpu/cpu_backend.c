@@ -2,7 +2,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "cpu.h"
@@ -39,20 +38,12 @@ static int cpu_info(int index, ingot_device_info *info) {
 
 static void *cpu_alloc(int index, size_t nbytes) {
   (void)index;
-  /* 64-byte alignment for vector loads; large blocks 2 MiB-aligned and backed
-   * by huge pages where the kernel allows, which cuts the page faults of a
-   * fresh output (half the time of a 256 MiB add, see docs/perf-notes.md). */
-  size_t align = nbytes >= ((size_t)4 << 20) ? (size_t)2 << 20 : 64;
-  size_t n = (nbytes + align - 1) & ~(align - 1);
-  void *p = n >= nbytes ? aligned_alloc(align, n) : NULL;
-  if (!p) ingot_set_error(INGOT_ERR_OOM, "cpu: out of memory allocating %zu bytes", nbytes);
-  else if (align > 64) madvise(p, n, MADV_HUGEPAGE);
-  return p;
+  return cpu_host_alloc(nbytes);
 }
 
 static void cpu_free(int index, void *p, size_t nbytes) {
-  (void)index, (void)nbytes;
-  free(p);
+  (void)index;
+  cpu_host_free(p, nbytes);
 }
 
 static ingot_status cpu_memcpy(int index, void *dst, const void *src, size_t n) {
