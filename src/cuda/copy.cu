@@ -21,11 +21,11 @@ __global__ void copy_kernel(char *dst, const char *src, int dst_dt, int src_dt, 
 }
 
 extern "C" cudaError_t cuda_copy_strided(void *dst, int dst_dt, const void *src, int src_dt,
-                                         const cuda_geom2 *g, int64_t n) {
+                                         const cuda_geom2 *g, int64_t n, cudaStream_t s) {
   if (n == 0) return cudaSuccess;
   int64_t blocks = (n + 255) / 256;
   if (blocks > 132 * 64) blocks = 132 * 64;
-  copy_kernel<<<(unsigned)blocks, 256>>>((char *)dst, (const char *)src, dst_dt, src_dt,
+  copy_kernel<<<(unsigned)blocks, 256, 0, s>>>((char *)dst, (const char *)src, dst_dt, src_dt,
                                          (int)ingot_dtype_size((ingot_dtype)dst_dt),
                                          (int)ingot_dtype_size((ingot_dtype)src_dt), *g, n);
   return cudaGetLastError();

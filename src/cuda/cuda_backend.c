@@ -102,9 +102,10 @@ static ingot_status k_fill(ingot_op_args *a) {
   if (n == 0) return INGOT_OK;
   ingot_status st = cuda_check(cudaSetDevice(t->device.index), "cudaSetDevice");
   if (st) return st;
-  return cuda_check(cuda_fill_pattern(ingot_tensor_data(t), pattern, (int)ingot_dtype_size(t->dtype),
-                                      n),
-                    "fill kernel");
+  return cuda_check(
+      cuda_fill_pattern(ingot_tensor_data(t), pattern, (int)ingot_dtype_size(t->dtype), n,
+                        cuda_current_stream(t->device.index)),
+      "fill kernel");
 }
 
 static ingot_status k_copy(ingot_op_args *a) {
@@ -114,10 +115,11 @@ static ingot_status k_copy(ingot_op_args *a) {
   ingot_status st = cuda_check(cudaSetDevice(dst->device.index), "cudaSetDevice");
   if (st) return st;
   if (dst->dtype == src->dtype && ingot_is_contiguous(dst) && ingot_is_contiguous(src))
-    return cuda_check(cudaMemcpyAsync(ingot_tensor_data(dst), ingot_tensor_data(src),
-                                      (size_t)n * ingot_dtype_size(dst->dtype),
-                                      cudaMemcpyDeviceToDevice, 0),
-                      "cudaMemcpyAsync");
+    return cuda_check(
+        cudaMemcpyAsync(ingot_tensor_data(dst), ingot_tensor_data(src),
+                        (size_t)n * ingot_dtype_size(dst->dtype), cudaMemcpyDeviceToDevice,
+                        cuda_current_stream(dst->device.index)),
+        "cudaMemcpyAsync");
   cuda_geom2 g = {.ndim = dst->ndim};
   for (int d = 0; d < dst->ndim; d++) {
     g.shape[d] = dst->shape[d];
@@ -125,7 +127,7 @@ static ingot_status k_copy(ingot_op_args *a) {
     g.stride[1][d] = src->strides[d];
   }
   return cuda_check(cuda_copy_strided(ingot_tensor_data(dst), dst->dtype, ingot_tensor_data(src),
-                                      src->dtype, &g, n),
+                                      src->dtype, &g, n, cuda_current_stream(dst->device.index)),
                     "copy kernel");
 }
 
@@ -134,7 +136,8 @@ static ingot_status k_generate(ingot_op_args *a) {
   ingot_status st = cuda_check(cudaSetDevice(out->device.index), "cudaSetDevice");
   if (st) return st;
   return cuda_check(cuda_generate(ingot_tensor_data(out), a->op, out->dtype, ingot_numel(out),
-                                  out->ndim == 2 ? out->shape[1] : 0, a->farg, a->iarg),
+                                  out->ndim == 2 ? out->shape[1] : 0, a->farg, a->iarg,
+                                  cuda_current_stream(out->device.index)),
                     "generate kernel");
 }
 
@@ -158,4 +161,10 @@ void cuda_backend_init(ingot_backend *be) {
   be->kernels[INGOT_OP_RAND] = k_generate;
   be->kernels[INGOT_OP_RANDN] = k_generate;
   be->kernels[INGOT_OP_RANDINT] = k_generate;
+  cuda_register_elementwise(be);
+  cuda_register_reduce(be);
+  cuda_register_shape(be);
+  cuda_register_index(be);
+  cuda_register_sort(be);
+  cuda_register_matmul(be);
 }

@@ -5,11 +5,27 @@
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 
+#include "ingot/backend.h"
 #include "ingot/error.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The calling thread's current stream on a device (src/cuda/stream.c). */
+cudaStream_t cuda_current_stream(int device);
+/* Temporary device memory for a kernel, ordered on stream s (freed with
+ * cuda_scratch_free on the same stream once the work using it is queued). */
+void *cuda_scratch_alloc(int device, size_t nbytes, cudaStream_t s);
+void cuda_scratch_free(int device, void *p, cudaStream_t s);
+
+/* Kernel families (one .cu file each) fill their ops into the table. */
+void cuda_register_elementwise(ingot_backend *be);
+void cuda_register_reduce(ingot_backend *be);
+void cuda_register_shape(ingot_backend *be);
+void cuda_register_index(ingot_backend *be);
+void cuda_register_sort(ingot_backend *be);
+void cuda_register_matmul(ingot_backend *be);
 
 /* Map a CUDA error to an ingot status and message (INGOT_OK on success). */
 ingot_status cuda_check(cudaError_t err, const char *what);
@@ -22,12 +38,12 @@ typedef struct cuda_geom2 {
 
 /* dst[i] = (dst dtype) src[i] over the geometry g (n elements). */
 cudaError_t cuda_copy_strided(void *dst, int dst_dt, const void *src, int src_dt,
-                              const cuda_geom2 *g, int64_t n);
+                              const cuda_geom2 *g, int64_t n, cudaStream_t s);
 /* Element-indexed generators (src/core/generate.h) into a contiguous out. */
 cudaError_t cuda_generate(void *out, int op, int dt, int64_t n, int64_t cols, const double *farg,
-                          const int64_t *iarg);
+                          const int64_t *iarg, cudaStream_t s);
 /* Write n copies of an es-byte pattern (es = 1, 2, 4, 8 or 16) to dst. */
-cudaError_t cuda_fill_pattern(void *dst, const void *pattern, int es, int64_t n);
+cudaError_t cuda_fill_pattern(void *dst, const void *pattern, int es, int64_t n, cudaStream_t s);
 
 #ifdef __cplusplus
 }
