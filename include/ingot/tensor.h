@@ -132,6 +132,10 @@ ingot_tensor *ingot_unsqueeze(const ingot_tensor *t, int dim);
 ingot_tensor *ingot_reshape(const ingot_tensor *t, int ndim, const int64_t *shape);
 /* Like reshape but fails instead of copying. */
 ingot_tensor *ingot_view(const ingot_tensor *t, int ndim, const int64_t *shape);
+/* View with explicit sizes, strides (elements, >= 0) and storage offset, as
+ * torch.as_strided; fails if it would reach outside t's storage. */
+ingot_tensor *ingot_as_strided(const ingot_tensor *t, int ndim, const int64_t *shape,
+                               const int64_t *strides, int64_t offset);
 /* Flatten dims start..end (inclusive) into one. */
 ingot_tensor *ingot_flatten(const ingot_tensor *t, int start_dim, int end_dim);
 /* Views of split_size-long pieces along dim (last may be shorter); writes at

@@ -311,3 +311,25 @@ int ingot_chunk(const ingot_tensor *t, int chunks, int dim, ingot_tensor **out, 
   if (n == 0) return ingot_split(t, 0, dim, out, max_out);
   return ingot_split(t, size, dim, out, max_out);
 }
+
+ingot_tensor *ingot_as_strided(const ingot_tensor *t, int ndim, const int64_t *shape,
+                               const int64_t *strides, int64_t offset) {
+  if (!one("as_strided", t)) return NULL;
+  if (ndim < 0 || ndim > INGOT_MAX_DIMS || (ndim && (!shape || !strides)))
+    return ingot_fail(INGOT_ERR_SHAPE, "as_strided: bad number of dims %d", ndim);
+  if (offset < 0) return ingot_fail(INGOT_ERR_ARG, "as_strided: negative storage offset");
+  int64_t last = offset, capacity = (int64_t)(t->storage->nbytes / ingot_dtype_size(t->dtype));
+  bool empty = false;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 0 || strides[i] < 0)
+      return ingot_fail(INGOT_ERR_SHAPE, "as_strided: negative size or stride at dim %d", i);
+    if (shape[i] == 0) empty = true;
+    else if (strides[i] && (shape[i] - 1) > (INT64_MAX - last) / strides[i])
+      return ingot_fail(INGOT_ERR_SHAPE, "as_strided: view reaches past 64-bit offsets");
+    else last += (shape[i] - 1) * strides[i];
+  }
+  if (!empty && last >= capacity)
+    return ingot_fail(INGOT_ERR_INDEX, "as_strided: view reaches element %lld of a storage of %lld",
+                      (long long)last, (long long)capacity);
+  return tensor_view(t, ndim, shape, strides, offset);
+}
