@@ -12,6 +12,7 @@
 
 #include "device.h"
 #include "error.h"
+#include "stream.h"
 #include "tensor.h"
 
 #ifdef __cplusplus
@@ -122,7 +123,8 @@ extern "C" {
   X(NONZERO, "nonzero")                                                                    \
   X(EMBEDDING, "embedding")                                                                \
   X(TOPK, "topk")                                                                          \
-  X(SORT, "sort")
+  X(SORT, "sort")                                                                          \
+  X(SCALED_MM, "scaled_mm")
 
 typedef enum ingot_op {
 #define INGOT_OP_ENUM(e, s) INGOT_OP_##e,
@@ -155,6 +157,42 @@ typedef struct ingot_op_args {
 
 typedef ingot_status (*ingot_kernel_fn)(ingot_op_args *args);
 
+/* Streams, events, memory and graphs of a backend (include/ingot/stream.h
+ * dispatches here). Stream and event handles are opaque to core; the NULL
+ * stream handle is the device's default stream. Query functions return 1
+ * (done), 0 (busy) or -1 (error set). A backend without this table gets
+ * trivial synchronous streams and events. */
+typedef struct ingot_runtime_ops {
+  ingot_status (*stream_create)(int index, void **stream);
+  ingot_status (*stream_destroy)(int index, void *stream);
+  /* The calling thread's current stream on the device (what kernels use). */
+  ingot_status (*set_current_stream)(int index, void *stream);
+  ingot_status (*stream_synchronize)(int index, void *stream);
+  int (*stream_query)(int index, void *stream);
+  ingot_status (*stream_wait_event)(int index, void *stream, void *event);
+  ingot_status (*event_create)(int index, bool timing, void **event);
+  ingot_status (*event_destroy)(int index, void *event);
+  ingot_status (*event_record)(int index, void *event, void *stream);
+  int (*event_query)(int index, void *event);
+  ingot_status (*event_synchronize)(int index, void *event);
+  ingot_status (*event_elapsed_ms)(int index, void *start, void *end, float *ms);
+  /* Memory: stats of the device allocator, cache and limits. */
+  ingot_status (*memory_stats)(int index, ingot_memory_stats *out);
+  ingot_status (*reset_peak_stats)(int index);
+  ingot_status (*empty_cache)(int index);
+  ingot_status (*set_memory_fraction)(int index, double fraction);
+  /* ptr: a pointer returned by alloc, also used by work on stream. */
+  ingot_status (*record_stream)(int index, void *ptr, void *stream);
+  /* Page-locked host memory (NULL + error on failure). */
+  void *(*host_alloc)(size_t nbytes);
+  void (*host_free)(void *ptr);
+  /* Capture work queued on stream (never the default stream) into a graph. */
+  ingot_status (*graph_begin)(int index, void *stream);
+  ingot_status (*graph_end)(int index, void *stream, void **graph);
+  ingot_status (*graph_replay)(int index, void *graph, void *stream);
+  ingot_status (*graph_destroy)(int index, void *graph);
+} ingot_runtime_ops;
+
 typedef struct ingot_backend {
   const char *name; /* "cpu", "cuda" */
   ingot_device_kind kind;
@@ -169,6 +207,8 @@ typedef struct ingot_backend {
   ingot_status (*copy_on_device)(int index, void *dst, const void *src, size_t nbytes);
   ingot_status (*synchronize)(int index);
   ingot_kernel_fn kernels[INGOT_OP_COUNT];
+  /* Streams, events, memory statistics and graphs (NULL: trivial, synchronous). */
+  const ingot_runtime_ops *runtime;
 } ingot_backend;
 
 /* Register (or replace, with NULL to remove) the backend of a device kind.

@@ -7,6 +7,7 @@
 #include "dtype.h"
 #include "error.h"
 #include "ops.h"
+#include "stream.h"
 #include "tensor.h"
 
 #ifdef __cplusplus

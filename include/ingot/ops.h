@@ -136,6 +136,18 @@ ingot_tensor *ingot_log_softmax(const ingot_tensor *t, int dim);
 ingot_tensor *ingot_matmul(const ingot_tensor *a, const ingot_tensor *b);
 /* Batched product of [B,n,k] and [B,k,m]. */
 ingot_tensor *ingot_bmm(const ingot_tensor *a, const ingot_tensor *b);
+/* torch._scaled_mm: (a · b) * scale_a * scale_b (+ bias), accumulated in f32.
+ * a [M,K] row-major and b [K,N] column-major, float8_e4m3fn or float8_e5m2
+ * (not both e5m2); K and N multiples of 16. Scales are float32: tensorwise
+ * (numel 1 each) or rowwise (scale_a [M,1], scale_b [1,N]). bias (or NULL)
+ * is [N] of out_dtype; out_dtype is bfloat16, float16 or float32. */
+ingot_tensor *ingot_scaled_mm(const ingot_tensor *a, const ingot_tensor *b,
+                              const ingot_tensor *scale_a, const ingot_tensor *scale_b,
+                              const ingot_tensor *bias, ingot_dtype out_dtype);
+/* torch.backends.cuda.matmul.allow_tf32: float32 products may use TF32
+ * tensor cores (off by default). */
+void ingot_set_allow_tf32(bool allow);
+bool ingot_get_allow_tf32(void);
 
 /* ---- shape ---- */
 ingot_tensor *ingot_cat(ingot_tensor *const *ts, int n, int dim);

@@ -14,6 +14,9 @@ typedef struct ingot_storage {
   size_t nbytes;
   ingot_device device;
   atomic_int refcount;
+  /* Set for memory that is not the backend's own (pinned host memory):
+   * called instead of the backend's free. */
+  void (*deleter)(void *data);
 } ingot_storage;
 
 struct ingot_tensor {

@@ -130,7 +130,9 @@ void ingot_release(ingot_tensor *t) {
   scope_forget(t);
   ingot_storage *s = t->storage;
   if (atomic_fetch_sub(&s->refcount, 1) == 1) {
-    if (s->data) {
+    if (s->data && s->deleter) {
+      s->deleter(s->data);
+    } else if (s->data) {
       const ingot_backend *be = ingot_backend_get(s->device.kind);
       if (be) be->free(s->device.index, s->data, s->nbytes);
     }

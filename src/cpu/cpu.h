@@ -62,5 +62,6 @@ void cpu_register_matmul(ingot_backend *be);
 void cpu_register_shape(ingot_backend *be);
 void cpu_register_index(ingot_backend *be);
 void cpu_register_sort(ingot_backend *be);
+void cpu_register_scaled_mm(ingot_backend *be);
 
 #endif

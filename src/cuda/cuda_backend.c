@@ -8,6 +8,7 @@
 
 #include "../core/internal.h"
 #include "../core/numeric.h"
+#include "allocator.h"
 #include "cuda_kernels.h"
 
 static int device_total = -1;
@@ -51,32 +52,40 @@ static int cuda_info(int index, ingot_device_info *info) {
   return INGOT_OK;
 }
 
+/* Tensor memory: the caching allocator (allocator.c), on the current stream. */
 static void *cuda_alloc(int index, size_t nbytes) {
-  void *p = NULL;
-  if (cuda_check(cudaSetDevice(index), "cudaSetDevice")) return NULL;
-  cudaError_t err = cudaMalloc(&p, nbytes);
-  if (err != cudaSuccess) {
-    cudaGetLastError();
-    size_t free_b = 0, total_b = 0;
-    cudaMemGetInfo(&free_b, &total_b);
-    ingot_set_error(err == cudaErrorMemoryAllocation ? INGOT_ERR_OOM : INGOT_ERR_BACKEND,
-                    "cuda:%d: out of memory: tried to allocate %zu bytes (%zu free of %zu)", index,
-                    nbytes, free_b, total_b);
-    return NULL;
-  }
-  return p;
+  return cuda_caching_alloc(index, nbytes, cuda_current_stream(index));
 }
 
 static void cuda_free(int index, void *p, size_t nbytes) {
   (void)nbytes;
-  cudaSetDevice(index);
-  cudaFree(p);
+  cuda_caching_free(index, p);
 }
 
+/* True when host memory at p is page-locked (cudaHostAlloc/Register). */
+static bool host_pinned(const void *p) {
+  struct cudaPointerAttributes at;
+  if (cudaPointerGetAttributes(&at, p) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return at.type == cudaMemoryTypeHost;
+}
+
+/* Copies run on the current stream, so they are ordered after the kernels
+ * that produced their source. Device-to-host waits for the copy (the data is
+ * there on return); host-to-device from pinned memory is asynchronous, from
+ * pageable memory it waits too (the host buffer may change right after). In
+ * a graph capture nothing may wait: the copy is captured as it is. */
 static ingot_status cuda_copy(int index, void *dst, const void *src, size_t n,
                               enum cudaMemcpyKind kind) {
   ingot_status st = cuda_check(cudaSetDevice(index), "cudaSetDevice");
-  return st ? st : cuda_check(cudaMemcpy(dst, src, n, kind), "cudaMemcpy");
+  if (st) return st;
+  cudaStream_t s = cuda_current_stream(index);
+  st = cuda_check(cudaMemcpyAsync(dst, src, n, kind, s), "cudaMemcpyAsync");
+  if (st || cuda_thread_capturing(index) || kind == cudaMemcpyDeviceToDevice) return st;
+  if (kind == cudaMemcpyHostToDevice && host_pinned(src)) return INGOT_OK;
+  return cuda_check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 
 static ingot_status cuda_to_host(int index, void *dst, const void *src, size_t n) {
@@ -153,6 +162,7 @@ void cuda_backend_init(ingot_backend *be) {
   be->copy_from_host = cuda_from_host;
   be->copy_on_device = cuda_on_device;
   be->synchronize = cuda_sync;
+  be->runtime = &cuda_runtime_ops;
   be->kernels[INGOT_OP_FILL] = k_fill;
   be->kernels[INGOT_OP_COPY] = k_copy;
   be->kernels[INGOT_OP_ARANGE] = k_generate;

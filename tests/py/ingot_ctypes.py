@@ -238,6 +238,7 @@ sig("ingot_reshape", P, P, I, LA)
 sig("ingot_view", P, P, I, LA)
 sig("ingot_flatten", P, P, I, I)
 sig("ingot_as_strided", P, P, I, LA, LA, I64)
+sig("ingot_scaled_mm", P, P, P, P, P, P, I)
 sig("ingot_split", I, P, I64, I, OUT, I)
 sig("ingot_chunk", I, P, I, I, OUT, I)
 for _n in ["empty", "zeros", "ones"]:

@@ -21,18 +21,10 @@ sys.path.insert(0, os.path.dirname(__file__))
 import ml_dtypes
 import numpy as np
 import pytest
-from ingot_ctypes import CPU, ID, IngotError, call, lib, strided, tensor, to_numpy, transposed
+from ingot_ctypes import IngotError, call, lib, strided, tensor, to_numpy, transposed
+from refs import FLOATS, INTS, NP, RTOL
 
-BF16 = np.dtype(ml_dtypes.bfloat16)
-NP = {"bool": np.bool_, "uint8": np.uint8, "int8": np.int8, "int16": np.int16,
-      "int32": np.int32, "int64": np.int64, "float16": np.float16, "bfloat16": BF16,
-      "float32": np.float32, "float64": np.float64, "complex64": np.complex64,
-      "complex128": np.complex128, "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn)}
-INTS = ["uint8", "int8", "int16", "int32", "int64"]
-FLOATS = ["float16", "bfloat16", "float32", "float64"]
 REAL = ["bool"] + INTS + FLOATS
-RTOL = {"float16": 1e-3, "bfloat16": 1e-2, "float32": 2e-6, "float64": 1e-12,
-        "complex64": 1e-5, "complex128": 1e-12}
 ATOL = {"float16": 1e-5, "bfloat16": 1e-4, "float32": 1e-6, "float64": 1e-12,
         "complex64": 1e-5, "complex128": 1e-12}
 BITS = {"uint8": 8, "int8": 8, "int16": 16, "int32": 32, "int64": 64}
@@ -87,13 +79,6 @@ def values(shape, dt, seed=0, nonzero=False, small=False):
     if nonzero:
         v[np.abs(v) < 0.1] = 0.5
     return v.astype(NP[dt]).reshape(shape)
-
-
-def tensor0(x):
-    """tensor() makes a 0-dim array 1-dim (np.ascontiguousarray); reshape back."""
-    x = np.asarray(x)
-    t = tensor(x)
-    return call("ingot_reshape", t, 0, []) if x.ndim == 0 else t
 
 
 def check(got, want, dt):
@@ -250,7 +235,7 @@ def test_pow_negative_int_exponent():
         with pytest.raises(IngotError, match="negative integer powers"):
             call("ingot_pow_scalar", x, -2.0)
         with pytest.raises(IngotError, match="negative integer powers"):
-            call("ingot_pow", x, tensor0(np.array(-1, np.int64)))
+            call("ingot_pow", x, tensor(np.array(-1, np.int64)))
     no_leak(bad)
     # a float exponent promotes instead
     r = call("ingot_pow_scalar", x, -0.5)
@@ -398,14 +383,14 @@ def test_promotion_documented_cases():
     assert r.dtype_name == "uint8"
     np.testing.assert_array_equal(to_numpy(r), (np.array([250, 3]) + 300) % 256)
     # 0-dim tensors rank below dimensioned ones within a category
-    assert call("ingot_add", f16, tensor0(np.array(1.0, np.float32))).dtype_name == "float16"
-    assert call("ingot_add", i32, tensor0(np.array(7, np.int64))).dtype_name == "int32"
+    assert call("ingot_add", f16, tensor(np.array(1.0, np.float32))).dtype_name == "float16"
+    assert call("ingot_add", i32, tensor(np.array(7, np.int64))).dtype_name == "int32"
     # ... but a higher category wins
-    r = call("ingot_add", i64, tensor0(np.array(1.5, np.float64)))
+    r = call("ingot_add", i64, tensor(np.array(1.5, np.float64)))
     assert r.dtype_name == "float64"
     np.testing.assert_array_equal(to_numpy(r), [2.5, 3.5])
     # two 0-dim tensors promote normally
-    r = call("ingot_mul", tensor0(np.array(3, np.int8)), tensor0(np.array(2, np.int32)))
+    r = call("ingot_mul", tensor(np.array(3, np.int8)), tensor(np.array(2, np.int32)))
     assert r.dtype_name == "int32" and r.shape == () and to_numpy(r) == 6
     # bool tensor + scalar
     r = call("ingot_mul_scalar", tensor(np.array([True, False])), 3.0)
@@ -460,7 +445,7 @@ def test_broadcast_shapes():
             y = np.array(-0.5, np.float32)
         for op, f in [("add", np.add), ("mul", np.multiply), ("gt", np.greater),
                       ("maximum", np.maximum)]:
-            r = call("ingot_" + op, tensor0(x), tensor0(y))
+            r = call("ingot_" + op, tensor(x), tensor(y))
             want = f(x, y)
             assert r.shape == want.shape, (sa, sb, r.shape)
             check(r, want, "bool" if op == "gt" else "float32")
@@ -509,12 +494,12 @@ def test_where_promotes_and_checks():
              tensor(np.array([0.5, 1.5, 2.5], np.float16)))
     assert r.dtype_name == "float16"
     np.testing.assert_array_equal(to_numpy(r).astype(np.float64), [1, 1.5, 3])
-    r = call("ingot_where", tensor0(np.array(False)), tensor(np.array([1, 2], np.int8)),
-             tensor0(np.array(9, np.int64)))
+    r = call("ingot_where", tensor(np.array(False)), tensor(np.array([1, 2], np.int8)),
+             tensor(np.array(9, np.int64)))
     assert r.dtype_name == "int8"
     np.testing.assert_array_equal(to_numpy(r), [9, 9])
     r = call("ingot_where", transposed(np.eye(3, dtype=bool)), strided(np.ones((3, 3))),
-             tensor0(np.array(0.0)))
+             tensor(np.array(0.0)))
     np.testing.assert_array_equal(to_numpy(r), np.eye(3))
 
     def bad():

@@ -24,16 +24,6 @@ LOWP = {"float16": F16, "bfloat16": BF16, "float8_e4m3fn": E4, "float8_e5m2": E5
 UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
-@pytest.fixture(autouse=True)
-def no_leaks():
-    before = lib.ingot_live_tensors()
-    yield
-    import gc
-
-    gc.collect()
-    assert lib.ingot_live_tensors() == before
-
-
 def icast(arr, name):
     """ingot_cast of a numpy array to dtype `name`, back as numpy."""
     return to_numpy(call("ingot_cast", tensor(arr), ID[name]))

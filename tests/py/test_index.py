@@ -8,24 +8,17 @@ float adds (f32 1e-6, f16 1e-3 relative).
 PyTorch semantics where numpy differs: negative indices are errors for
 index_select / gather / scatter / embedding (numpy wraps them); index_put
 accepts them (advanced indexing)."""
-import ctypes
 
 import ml_dtypes
 import numpy as np
 import pytest
-from ingot_ctypes import (ID, IngotError, call, lib, strided, tensor, to_numpy,
-                          transposed)
+from ingot_ctypes import NAMES, IngotError, call, strided, tensor, to_numpy, transposed
+from refs import NP
 
 rng = np.random.default_rng(1234)
 ERR_SHAPE, ERR_DTYPE, ERR_INDEX = 2, 3, 5  # ingot_status values
 
-DT_ALL = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16",
-          "float32", "float64", "complex64", "complex128", "float8_e4m3fn", "float8_e5m2"]
-NP = {"bool": np.bool_, "uint8": np.uint8, "int8": np.int8, "int16": np.int16,
-      "int32": np.int32, "int64": np.int64, "float16": np.float16,
-      "bfloat16": ml_dtypes.bfloat16, "float32": np.float32, "float64": np.float64,
-      "complex64": np.complex64, "complex128": np.complex128,
-      "float8_e4m3fn": ml_dtypes.float8_e4m3fn, "float8_e5m2": ml_dtypes.float8_e5m2}
+DT_ALL = NAMES
 
 
 def rand(shape, dt):
@@ -41,26 +34,12 @@ def rand(shape, dt):
     return x.astype(NP[dt])
 
 
-def t0(x):
-    """A 0-dim tensor (tensor() goes through np.ascontiguousarray, which makes 1-d)."""
-    return call("ingot_reshape", tensor(np.asarray(x).reshape(1)), 0, [])
-
-
 def same(got, want):
     assert got.shape == want.shape, (got.shape, want.shape)
     assert got.dtype == want.dtype, (got.dtype, want.dtype)
     g = got.view(np.uint8) if got.dtype.itemsize == 1 else got
     w = want.view(np.uint8) if want.dtype.itemsize == 1 else want
     np.testing.assert_array_equal(g, w)
-
-
-@pytest.fixture(autouse=True)
-def no_leak():
-    before = lib.ingot_live_tensors()
-    yield
-    import gc
-    gc.collect()
-    assert lib.ingot_live_tensors() == before
 
 
 def err(name, *args):
@@ -97,11 +76,11 @@ def test_index_select_edge():
     same(to_numpy(call("ingot_index_select", tensor(a), 1, tensor(np.zeros(0, np.int64)))),
          a[:, :0])
     # a 0-dim index keeps the dim, as in PyTorch
-    same(to_numpy(call("ingot_index_select", tensor(a), 0, t0(np.array(3)))), a[3:4])
+    same(to_numpy(call("ingot_index_select", tensor(a), 0, tensor(np.array(3)))), a[3:4])
     z = np.zeros((0, 3), np.float32)
     same(to_numpy(call("ingot_index_select", tensor(z), 1, tensor(np.array([2, 0])))), z[:, [2, 0]])
     s = np.array(2.5, np.float32)
-    same(to_numpy(call("ingot_index_select", t0(s), 0, tensor(np.array([0])))), s)
+    same(to_numpy(call("ingot_index_select", tensor(s), 0, tensor(np.array([0])))), s)
     # large: > 65536 elements, threaded
     big = rng.standard_normal((300, 500)).astype(np.float32)
     i = rng.integers(0, 300, size=400)
@@ -281,7 +260,7 @@ def test_index_put_mask_and_large():
     want = t.copy()
     want[m] = -7.0
     got = to_numpy(call("ingot_index_put", transposed(t), [tensor(m)], 1,
-                        t0(np.array(-7.0, np.float32)), False))
+                        tensor(np.array(-7.0, np.float32)), False))
     same(got, want)
     rows = rng.random(300) > 0.3
     vals = rng.standard_normal(400).astype(np.float32)
@@ -301,12 +280,12 @@ def test_index_put_mask_and_large():
 
 def test_index_put_errors():
     t = tensor(np.zeros((3, 4), np.float32))
-    v = t0(np.float32(1.0))
+    v = tensor(np.float32(1.0))
     assert err("ingot_index_put", t, [tensor(np.array([3]))], 1, v, False).status == ERR_INDEX
     err("ingot_index_put", t, [tensor(np.array([-4]))], 1, v, False)
     err("ingot_index_put", t, [tensor(np.array([0.0]))], 1, v, False)
     err("ingot_index_put", t, [tensor(np.array([0, 1])), tensor(np.array([0, 1, 2]))], 2, v, False)
-    err("ingot_index_put", t, [tensor(np.array([0]))], 1, t0(np.float64(1.0)), False)
+    err("ingot_index_put", t, [tensor(np.array([0]))], 1, tensor(np.float64(1.0)), False)
     err("ingot_index_put", t, [tensor(np.array([0]))], 1, tensor(np.zeros(3, np.float32)), False)
     err("ingot_index_put", t, [tensor(np.ones((3, 5), bool))], 1, v, False)
     err("ingot_index_put", t, [tensor(np.array([0]))] * 3, 3, v, False)
@@ -376,7 +355,7 @@ def test_masked_select_broadcast_large(mk):
     same(to_numpy(call("ingot_masked_select", tensor(t), tensor(np.ones_like(m)))), t.ravel())
     same(to_numpy(call("ingot_masked_select", tensor(np.zeros((0, 3), np.int8)),
                        tensor(np.ones(3, bool)))), np.zeros(0, np.int8))
-    same(to_numpy(call("ingot_masked_select", t0(np.float32(5)), t0(np.array(True)))),
+    same(to_numpy(call("ingot_masked_select", tensor(np.float32(5)), tensor(np.array(True)))),
          np.array([5], np.float32))
 
 
@@ -408,8 +387,8 @@ def test_nonzero_special_and_layouts():
          np.zeros((0, 2), np.int64))
     same(to_numpy(call("ingot_nonzero", tensor(np.zeros((3, 4), np.int32)))),
          np.zeros((0, 2), np.int64))
-    same(to_numpy(call("ingot_nonzero", t0(np.float32(2.0)))), np.zeros((1, 0), np.int64))
-    same(to_numpy(call("ingot_nonzero", t0(np.float32(0.0)))), np.zeros((0, 0), np.int64))
+    same(to_numpy(call("ingot_nonzero", tensor(np.float32(2.0)))), np.zeros((1, 0), np.int64))
+    same(to_numpy(call("ingot_nonzero", tensor(np.float32(0.0)))), np.zeros((0, 0), np.int64))
     z = np.zeros((2, 3, 1, 2, 1, 2, 1, 3), np.int16)
     z[1, 2, 0, 1, 0, 0, 0, 2] = 4
     same(to_numpy(call("ingot_nonzero", tensor(z))), np.stack(np.nonzero(z), 1))
@@ -429,7 +408,7 @@ def test_embedding_edge_and_errors():
     w = rng.standard_normal((1000, 128)).astype(np.float32)
     idx = rng.integers(0, 1000, size=(4, 300))
     same(to_numpy(call("ingot_embedding", strided(w), transposed(idx))), w[idx])
-    same(to_numpy(call("ingot_embedding", tensor(w), t0(np.array(5)))), w[5])
+    same(to_numpy(call("ingot_embedding", tensor(w), tensor(np.array(5)))), w[5])
     same(to_numpy(call("ingot_embedding", tensor(w), tensor(np.zeros((2, 0), np.int64)))),
          np.zeros((2, 0, 128), np.float32))
     same(to_numpy(call("ingot_embedding", tensor(w[:, :0]), tensor(np.array([1, 2])))),

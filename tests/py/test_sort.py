@@ -6,13 +6,10 @@ both directions, NaN is the largest value (last ascending, first
 descending), -0.0 and 0.0 are equal (keep their order); topk breaks ties
 toward the lower index and returns the results ordered; complex is an
 error."""
-import gc
-
 import ml_dtypes
 import numpy as np
 import pytest
-from ingot_ctypes import (SIG, IngotError, T, call, last_error, lib, out_ptr, strided, take,
-                          tensor, to_numpy, transposed)
+from ingot_ctypes import IngotError, call, out_ptr, strided, take, tensor, to_numpy, transposed
 
 rng = np.random.default_rng(99)
 
@@ -72,40 +69,15 @@ def same(got, want):
     np.testing.assert_array_equal(bits(got), bits(want))
 
 
-@pytest.fixture(autouse=True)
-def no_leak():
-    before = lib.ingot_live_tensors()
-    yield
-    gc.collect()
-    assert lib.ingot_live_tensors() == before
-
-
-def call_out(name, *args):
-    """call() for functions with an ingot_tensor ** argument: ingot_ctypes's
-    OUT and TA are the same ctypes type, so call() would convert the slot as a
-    tensor array."""
-    f = getattr(lib, name)
-    f.restype, f.argtypes = SIG[name]
-    lib.ingot_clear_error()
-    r = f(*[a.ptr if isinstance(a, T) else a for a in args])
-    if not r:
-        raise IngotError(last_error(), lib.ingot_last_status())
-    return T(r)
-
-
-def t0(x):
-    return call("ingot_reshape", tensor(np.asarray(x).reshape(1)), 0, [])
-
-
 def run_sort(t, dim, desc):
     slot = out_ptr()
-    v = call_out("ingot_sort", t, dim, desc, slot)
+    v = call("ingot_sort", t, dim, desc, slot)
     return to_numpy(v), to_numpy(take(slot))
 
 
 def run_topk(t, k, dim, largest, sorted_=True):
     slot = out_ptr()
-    v = call_out("ingot_topk", t, k, dim, largest, sorted_, slot)
+    v = call("ingot_topk", t, k, dim, largest, sorted_, slot)
     return to_numpy(v), to_numpy(take(slot))
 
 
@@ -174,22 +146,22 @@ def test_sort_large_rows_and_edges():
     check_sort(z, tensor(z), 0, True)
     o = rng.standard_normal((4, 1)).astype(np.float16)
     check_sort(o, tensor(o), 1, True)
-    v, i = run_sort(t0(np.float32(2.5)), 0, False)
+    v, i = run_sort(tensor(np.float32(2.5)), 0, False)
     same(v, np.array(2.5, np.float32))
     same(i, np.array(0, np.int64))
     # indices output optional
-    v = to_numpy(call_out("ingot_sort", tensor(x[1]), 0, False, None))
+    v = to_numpy(call("ingot_sort", tensor(x[1]), 0, False, None))
     same(v, np.sort(x[1]))
 
 
 def test_sort_errors():
     c = tensor(np.zeros(3, np.complex64))
     with pytest.raises(IngotError):
-        call_out("ingot_sort", c, 0, False, None)
+        call("ingot_sort", c, 0, False, None)
     with pytest.raises(IngotError):
         call("ingot_argsort", c, 0, False)
     with pytest.raises(IngotError):
-        call_out("ingot_sort", tensor(np.zeros((2, 3))), 2, False, None)
+        call("ingot_sort", tensor(np.zeros((2, 3))), 2, False, None)
     with pytest.raises(IngotError):
         call("ingot_argsort", tensor(np.zeros((2, 3))), -3, False)
 
@@ -225,7 +197,7 @@ def test_topk_vocab():
 
 
 def test_topk_edges_and_errors():
-    v, i = run_topk(t0(np.int32(7)), 1, 0, True)
+    v, i = run_topk(tensor(np.int32(7)), 1, 0, True)
     same(v, np.array(7, np.int32))
     same(i, np.array(0, np.int64))
     z = np.zeros((0, 5), np.float32)
@@ -234,11 +206,11 @@ def test_topk_edges_and_errors():
     x = tensor(np.arange(10, dtype=np.float32))
     for k in (-1, 11):
         with pytest.raises(IngotError):
-            call_out("ingot_topk", x, k, 0, True, True, None)
+            call("ingot_topk", x, k, 0, True, True, None)
     with pytest.raises(IngotError):
-        call_out("ingot_topk", tensor(np.zeros(3, np.complex128)), 1, 0, True, True, None)
+        call("ingot_topk", tensor(np.zeros(3, np.complex128)), 1, 0, True, True, None)
     with pytest.raises(IngotError):
-        call_out("ingot_topk", x, 1, 1, True, True, None)
+        call("ingot_topk", x, 1, 1, True, True, None)
     # values-only call
-    v = to_numpy(call_out("ingot_topk", x, 3, 0, True, True, None))
+    v = to_numpy(call("ingot_topk", x, 3, 0, True, True, None))
     same(v, np.array([9, 8, 7], np.float32))

@@ -1,0 +1,339 @@
+// CUDA SOFTMAX / LOG_SOFTMAX along one dim, with the CPU's semantics (src/cpu/softmax.c):
+// f16/bf16/f8/f32 compute in float (f64 in double), the max shift, the sum of exp in
+// double, softmax = exp(x - m) * (1 / sum), log_softmax = (x - m) - log(sum); a NaN in a
+// line makes the line NaN, a line whose max is +-inf is NaN (as exp(inf - inf) is).
+//
+// Design. Lines along the dim (make_lines in reduce_common.cuh).
+//  - contiguous lines (stride 1 along the dim, the usual last-dim softmax): each line is
+//    cut into S slices, one 256-thread block each, 16-byte loads for f32.
+//      S = 1 (many rows): one kernel, a block per row: an online (max, sum exp) sweep,
+//        a block merge, then a second sweep (from L1/L2) writes the outputs.
+//      S > 1 (few rows, the decode case: 1 or 64 rows of a 151936 vocabulary): the
+//        partial kernel writes each slice's (max, sum exp, nan) to scratch; the
+//        normalise kernel (same grid) merges its row's S partials in a fixed order
+//        and writes its slice. Deterministic, no atomics, no host sync.
+//  - strided lines (softmax over a non-last dim): one thread per line, the CPU's three
+//    sequential passes.
+#include <math.h>
+
+#include <type_traits>
+
+#include "cuda_common.cuh"
+#include "reduce_common.cuh"
+
+namespace {
+
+constexpr int SM_THREADS = 256;
+
+template <class T> struct SmA { using A = float; };
+template <> struct SmA<double> { using A = double; };
+
+__device__ __forceinline__ float ex(float x) { return expf(x); }
+__device__ __forceinline__ double ex(double x) { return exp(x); }
+
+// Running (max, sum of exp(x - max)) of part of a line; nan: a NaN was seen.
+template <class A> struct MS {
+  A m;
+  double s;
+  int nan;
+};
+
+template <class A> __device__ __forceinline__ void ms_init(MS<A> &t) {
+  t.m = -INFINITY, t.s = 0, t.nan = 0;
+}
+
+template <class A> __device__ __forceinline__ void ms_merge(MS<A> &t, const MS<A> &o) {
+  A m = t.m > o.m ? t.m : o.m;
+  double s = 0;
+  if (t.m != -INFINITY) s += t.s * (double)ex(t.m - m);
+  if (o.m != -INFINITY) s += o.s * (double)ex(o.m - m);
+  t.m = m, t.s = s, t.nan |= o.nan;
+}
+
+template <class A> __device__ __forceinline__ MS<A> ms_shfl_down(const MS<A> &t, int off) {
+  MS<A> o;
+  o.m = __shfl_down_sync(0xffffffffu, t.m, off);
+  o.s = __shfl_down_sync(0xffffffffu, t.s, off);
+  o.nan = __shfl_down_sync(0xffffffffu, t.nan, off);
+  return o;
+}
+
+// Block-wide merge; every thread gets the result. All threads must call it.
+template <class A> __device__ MS<A> ms_block(MS<A> t, MS<A> *sh) {
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  for (int off = 16; off > 0; off >>= 1) {
+    MS<A> o = ms_shfl_down(t, off);
+    if (lane + off < 32) ms_merge(t, o);
+  }
+  if (lane == 0) sh[warp] = t;
+  __syncthreads();
+  if (warp == 0) {
+    if (lane < nw) t = sh[lane];
+    else ms_init(t);
+    for (int off = 16; off > 0; off >>= 1) {
+      MS<A> o = ms_shfl_down(t, off);
+      if (lane + off < 32) ms_merge(t, o);
+    }
+    if (lane == 0) sh[32] = t;
+  }
+  __syncthreads();
+  t = sh[32];
+  __syncthreads();  // sh is reused by the caller
+  return t;
+}
+
+// Shift and scale of a finished line: out = exp(x - m) * r, or (x - m) - r for log.
+template <class A> __device__ __forceinline__ void ms_final(const MS<A> &t, bool logsm, A &m, A &r) {
+  m = t.nan ? (A)NAN : t.m;
+  double s = isinf(t.m) ? (double)NAN : t.s;  // exp(inf - inf) and an all -inf line are NaN
+  r = logsm ? (A)log(s) : (A)(1.0 / s);
+}
+
+template <class T> __device__ __forceinline__ T out_of(typename SmA<T>::A y) {
+  if constexpr (std::is_same<T, float>::value || std::is_same<T, double>::value) return y;
+  else return from_acc<T>(y);
+}
+
+// Thread-local running (max, sum) in A (float for f32: a short dependency chain); the
+// block merge then continues in double.
+template <class A> struct TS {
+  A m, s;
+  int nan;
+  __device__ __forceinline__ void add(A x) {
+    if (x != x) {
+      nan = 1;
+    } else if (x > m) {
+      s = s * ex(m - x) + (A)1;  // m = -inf: s is 0 and exp(-inf) is 0
+      m = x;
+    } else if (x != (A)-INFINITY) {
+      s += ex(x - m);
+    }
+  }
+};
+
+template <class T, class A>
+__device__ __forceinline__ void sweep_stats(const T *x, int64_t lo, int64_t hi, MS<A> &out) {
+  TS<A> t{(A)-INFINITY, (A)0, 0};
+  if constexpr (std::is_same<T, float>::value) {
+    // 16-byte loads over the aligned middle (lo is a multiple of 4 in the split path)
+    int64_t a0 = lo, a1 = hi;
+    if (((uintptr_t)(x + lo) & 15) == 0) {
+      a1 = lo + ((hi - lo) & ~(int64_t)3);
+      const float4 *v = (const float4 *)(x + lo);
+      int64_t nv = (a1 - lo) >> 2;
+      for (int64_t k = threadIdx.x; k < nv; k += blockDim.x) {
+        float4 q = __ldg(v + k);
+        t.add(q.x), t.add(q.y), t.add(q.z), t.add(q.w);
+      }
+      a0 = a1, a1 = hi;
+    }
+    for (int64_t k = a0 + threadIdx.x; k < a1; k += blockDim.x) t.add(x[k]);
+  } else {
+    for (int64_t k = lo + threadIdx.x; k < hi; k += blockDim.x) t.add((A)to_acc(x[k]));
+  }
+  MS<A> o{t.m, (double)t.s, t.nan};
+  ms_merge(out, o);
+}
+
+template <class T, class A>
+__device__ __forceinline__ void sweep_out(const T *x, T *y, int64_t lo, int64_t hi, A m, A r,
+                                          bool logsm) {
+  if constexpr (std::is_same<T, float>::value) {
+    int64_t a0 = lo, a1 = hi;
+    if (((uintptr_t)(x + lo) & 15) == 0 && ((uintptr_t)(y + lo) & 15) == 0) {
+      a1 = lo + ((hi - lo) & ~(int64_t)3);
+      const float4 *v = (const float4 *)(x + lo);
+      float4 *w = (float4 *)(y + lo);
+      int64_t nv = (a1 - lo) >> 2;
+      for (int64_t k = threadIdx.x; k < nv; k += blockDim.x) {
+        float4 q = __ldg(v + k), o;
+        if (logsm) {
+          o.x = (q.x - m) - r, o.y = (q.y - m) - r, o.z = (q.z - m) - r, o.w = (q.w - m) - r;
+        } else {
+          o.x = expf(q.x - m) * r, o.y = expf(q.y - m) * r;
+          o.z = expf(q.z - m) * r, o.w = expf(q.w - m) * r;
+        }
+        w[k] = o;
+      }
+      a0 = a1, a1 = hi;
+    }
+    for (int64_t k = a0 + threadIdx.x; k < a1; k += blockDim.x)
+      y[k] = logsm ? (x[k] - m) - r : expf(x[k] - m) * r;
+  } else {
+    for (int64_t k = lo + threadIdx.x; k < hi; k += blockDim.x) {
+      A v = (A)to_acc(x[k]);
+      y[k] = out_of<T>(logsm ? (v - m) - r : ex(v - m) * r);
+    }
+  }
+}
+
+// S = 1: a block per contiguous row.
+template <class T>
+__global__ void __launch_bounds__(SM_THREADS)
+    softmax_row_kernel(const T *__restrict__ in, T *__restrict__ out, Lines l, bool logsm) {
+  using A = typename SmA<T>::A;
+  __shared__ MS<A> sh[33];
+  for (int64_t row = blockIdx.x; row < l.count; row += gridDim.x) {
+    int64_t io, oo;
+    line_offsets(l, row, io, oo);
+    MS<A> t;
+    ms_init(t);
+    sweep_stats(in + io, 0, l.len, t);
+    t = ms_block(t, sh);
+    A m, r;
+    ms_final(t, logsm, m, r);
+    sweep_out(in + io, out + oo, 0, l.len, m, r, logsm);
+  }
+}
+
+struct Part {
+  double m, s;
+  int nan;
+};
+
+// S > 1, pass 1: block (slice, row) writes its slice's (max, sum, nan).
+template <class T>
+__global__ void __launch_bounds__(SM_THREADS)
+    softmax_part_kernel(const T *__restrict__ in, Lines l, int64_t chunk, Part *part) {
+  using A = typename SmA<T>::A;
+  __shared__ MS<A> sh[33];
+  int S = gridDim.x, s = blockIdx.x;
+  int64_t row = blockIdx.y, io, oo;
+  line_offsets(l, row, io, oo);
+  int64_t lo = (int64_t)s * chunk, hi = lo + chunk < l.len ? lo + chunk : l.len;
+  MS<A> t;
+  ms_init(t);
+  sweep_stats(in + io, lo, hi, t);
+  t = ms_block(t, sh);
+  if (threadIdx.x == 0) part[row * S + s] = Part{(double)t.m, t.s, t.nan};
+}
+
+// S > 1, pass 2: merge the row's partials (warp 0, fixed order), then write the slice.
+template <class T>
+__global__ void __launch_bounds__(SM_THREADS)
+    softmax_norm_kernel(const T *__restrict__ in, T *__restrict__ out, Lines l, int64_t chunk,
+                        const Part *__restrict__ part, bool logsm) {
+  using A = typename SmA<T>::A;
+  __shared__ MS<A> res;
+  int S = gridDim.x, s = blockIdx.x;
+  int64_t row = blockIdx.y, io, oo;
+  line_offsets(l, row, io, oo);
+  if (threadIdx.x < 32) {
+    int lane = threadIdx.x;
+    MS<A> t;
+    ms_init(t);
+    for (int k = lane; k < S; k += 32) {
+      Part p = part[row * S + k];
+      MS<A> o{(A)p.m, p.s, p.nan};
+      ms_merge(t, o);
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+      MS<A> o = ms_shfl_down(t, off);
+      if (lane + off < 32) ms_merge(t, o);
+    }
+    if (lane == 0) res = t;
+  }
+  __syncthreads();
+  A m, r;
+  ms_final(res, logsm, m, r);
+  int64_t lo = (int64_t)s * chunk, hi = lo + chunk < l.len ? lo + chunk : l.len;
+  sweep_out(in + io, out + oo, lo, hi, m, r, logsm);
+}
+
+// Strided lines: a thread per line, the CPU's passes in the CPU's order.
+template <class T>
+__global__ void softmax_line_kernel(const T *__restrict__ in, T *__restrict__ out, Lines l,
+                                    bool logsm) {
+  using A = typename SmA<T>::A;
+  CUDA_GRID_STRIDE(i, l.count) {
+    int64_t io, oo;
+    line_offsets(l, i, io, oo);
+    const T *x = in + io;
+    T *y = out + oo;
+    A m = -INFINITY;
+    bool nan = false;
+    for (int64_t k = 0; k < l.len; k++) {
+      A v = (A)to_acc(x[k * l.xs]);
+      nan |= v != v;
+      m = v > m ? v : m;
+    }
+    if (nan) m = NAN;
+    double s = 0;
+    for (int64_t k = 0; k < l.len; k++) s += (double)ex((A)to_acc(x[k * l.xs]) - m);
+    A r = logsm ? (A)log(s) : (A)(1.0 / s);
+    for (int64_t k = 0; k < l.len; k++) {
+      A v = (A)to_acc(x[k * l.xs]);
+      y[k * l.ys] = out_of<T>(logsm ? (v - m) - r : ex(v - m) * r);
+    }
+  }
+}
+
+const int kSMs = 132;
+
+template <class T>
+ingot_status launch_softmax(const ingot_op_args *a, const Lines &l, int dev, cudaStream_t st) {
+  const T *in = (const T *)ingot_tensor_data(a->in[0]);
+  T *out = (T *)ingot_tensor_data(a->out[0]);
+  bool logsm = a->op == INGOT_OP_LOG_SOFTMAX;
+  if (l.xs != 1 || l.ys != 1 || l.len < 32) {
+    // strided lines (a non-last dim) or tiny ones: a thread per line; small blocks when
+    // there are few lines, so that they spread over the SMs
+    int th = l.count >= 132 * 128 ? 128 : 32;
+    softmax_line_kernel<T><<<grid_for(l.count, th), th, 0, st>>>(in, out, l, logsm);
+    return launch_status("softmax line kernel");
+  }
+  // slices per row: fill the GPU (8 blocks of 256 per SM) with >= 1024 elements a block
+  int64_t S = 1;
+  const int64_t target = kSMs * 8;
+  if (l.count < target && l.len >= 4096) {
+    S = target / l.count;
+    if (S > l.len / 1024) S = l.len / 1024;
+    if (S > 128) S = 128;
+    if (S < 1) S = 1;
+  }
+  if (S == 1) {
+    int64_t blocks = l.count < kSMs * 32 ? l.count : kSMs * 32;
+    softmax_row_kernel<T><<<(unsigned)blocks, SM_THREADS, 0, st>>>(in, out, l, logsm);
+    return launch_status("softmax row kernel");
+  }
+  int64_t chunk = (l.len + S - 1) / S;
+  chunk = (chunk + 3) & ~(int64_t)3;  // slices start on 16-byte boundaries
+  S = (l.len + chunk - 1) / chunk;
+  Part *part = (Part *)cuda_scratch_alloc(dev, (size_t)(l.count * S) * sizeof(Part), st);
+  if (!part) return ingot_set_error(INGOT_ERR_OOM, "cuda softmax: no scratch memory");
+  dim3 grid((unsigned)S, (unsigned)l.count, 1);
+  softmax_part_kernel<T><<<grid, SM_THREADS, 0, st>>>(in, l, chunk, part);
+  ingot_status rc = launch_status("softmax partial kernel");
+  if (rc == INGOT_OK) {
+    softmax_norm_kernel<T><<<grid, SM_THREADS, 0, st>>>(in, out, l, chunk, part, logsm);
+    rc = launch_status("softmax normalise kernel");
+  }
+  cuda_scratch_free(dev, part, st);
+  return rc;
+}
+
+ingot_status k_softmax(ingot_op_args *a) {
+  const ingot_tensor *in = a->in[0];
+  int dev = ingot_device_of(in).index;
+  ingot_status rc = cuda_check(cudaSetDevice(dev), "cudaSetDevice");
+  if (rc) return rc;
+  Lines l = make_lines(in, a->out[0], (int)a->iarg[0]);
+  if (l.count == 0 || l.len == 0) return INGOT_OK;
+  cudaStream_t st = stream_of(a->out[0]);
+  ingot_dtype dt = ingot_dtype_of(in);
+  switch (dt) {
+    CUDA_CASES_FLOAT(return launch_softmax<scalar_t>(a, l, dev, st))
+    CUDA_CASES_F8(return launch_softmax<scalar_t>(a, l, dev, st))
+    default:
+      break;
+  }
+  return ingot_set_error(INGOT_ERR_DTYPE, "cuda %s: dtype %s not supported", ingot_op_name(a->op),
+                         ingot_dtype_name(dt));
+}
+
+}  // namespace
+
+void cuda_register_softmax(ingot_backend *be) {
+  be->kernels[INGOT_OP_SOFTMAX] = k_softmax;
+  be->kernels[INGOT_OP_LOG_SOFTMAX] = k_softmax;
+}
