@@ -87,6 +87,7 @@ int main(int argc, char **argv) {
   bench_matmul_f32(&c, 2048);
   bench_add_f32(&c, 26);
   bench_full_f32(&c, 26);
+  bench_gpu_workloads(&c);
 
   FILE *out = stdout;
   if (json && !(out = fopen(json, "w"))) {

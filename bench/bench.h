@@ -47,5 +47,7 @@ void bench_skip(const char *id, const char *why);
 void bench_matmul_f32(bench_ctx *c, int n);
 void bench_add_f32(bench_ctx *c, int log2n);
 void bench_full_f32(bench_ctx *c, int log2n);
+/* The accelerator workloads of WORKLOADS.md (bench_gpu.c); nothing on the CPU. */
+void bench_gpu_workloads(bench_ctx *c);
 
 #endif

@@ -1,0 +1,219 @@
+/* The accelerator workloads of ../shared/bench/WORKLOADS.md (copy, GEMM,
+ * FP8 scaled_mm, decode GEMV, softmax, top-k), timed with device events:
+ * the median of many runs after warm-up, weight sets larger than L2 rotated
+ * so the cache does not serve them. Inputs are random, never zeros. The
+ * PyTorch side of the comparison is bench/compare.py. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+typedef ingot_tensor *(*gpu_fn)(void *arg, int iter);
+
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return (x > y) - (x < y);
+}
+
+/* Median seconds of fn over runs, each bracketed by events on the current
+ * stream; outputs are released after the stream is done with them. */
+static double event_time(ingot_device dev, gpu_fn fn, void *arg, int warm, int runs) {
+  ingot_event *e0 = ingot_event_create(dev, true), *e1 = ingot_event_create(dev, true);
+  float *ms = calloc((size_t)runs, sizeof *ms);
+  double result = -1;
+  if (!e0 || !e1 || !ms) goto done;
+  for (int i = 0; i < warm; i++) {
+    ingot_tensor *o = fn(arg, i);
+    if (!o) goto done;
+    ingot_release(o);
+  }
+  ingot_synchronize(dev);
+  for (int i = 0; i < runs; i++) {
+    ingot_event_record(e0, NULL);
+    ingot_tensor *o = fn(arg, warm + i);
+    ingot_event_record(e1, NULL);
+    if (!o || ingot_event_synchronize(e1) != INGOT_OK) goto done;
+    ingot_event_elapsed_ms(e0, e1, &ms[i]);
+    ingot_release(o);
+  }
+  qsort(ms, (size_t)runs, sizeof *ms, cmp_float);
+  result = ms[runs / 2] * 1e-3;
+done:
+  free(ms);
+  ingot_event_destroy(e0);
+  ingot_event_destroy(e1);
+  return result;
+}
+
+static void add_result(bench_ctx *c, const char *id, const char *shape, const char *dtype,
+                       double t, const char *metric, double value) {
+  bench_result r = {.median_s = t, .metric = metric, .value = value, .reference_value = -1};
+  snprintf(r.id, sizeof r.id, "%s", id);
+  snprintf(r.shape, sizeof r.shape, "%s", shape);
+  snprintf(r.dtype, sizeof r.dtype, "%s", dtype);
+  ingot_device_str(c->dev, r.device, sizeof r.device);
+  bench_add(c, &r);
+}
+
+/* Normal random tensor of a dtype (drawn in f32, then cast). */
+static ingot_tensor *randn_as(int ndim, const int64_t *shape, ingot_dtype dt, ingot_device dev) {
+  ingot_tensor *f = ingot_randn(ndim, shape, INGOT_F32, dev);
+  if (!f || dt == INGOT_F32) return f;
+  ingot_tensor *t = ingot_cast(f, dt);
+  ingot_release(f);
+  return t;
+}
+
+/* ---- copy_1GiB ---- */
+typedef struct copy_arg {
+  ingot_tensor *a, *b;
+} copy_arg;
+
+static ingot_tensor *run_copy(void *p, int iter) {
+  (void)iter;
+  copy_arg *c = p;
+  return ingot_copy_(c->b, c->a) == INGOT_OK ? ingot_retain(c->b) : NULL;
+}
+
+static void bench_copy(bench_ctx *c) {
+  const char *id = "copy_1GiB";
+  if (!bench_selected(c, id)) return;
+  int64_t n = (int64_t)1 << 30;
+  copy_arg a = {ingot_randint(0, 255, 1, &n, INGOT_U8, c->dev), ingot_empty(1, &n, INGOT_U8, c->dev)};
+  double t = a.a && a.b ? event_time(c->dev, run_copy, &a, 3, 20) : -1;
+  if (t > 0) add_result(c, id, "2^30", "uint8", t, "GB/s", 2.0 * (double)n / t * 1e-9);
+  else bench_skip(id, ingot_last_error());
+  ingot_release(a.a);
+  ingot_release(a.b);
+}
+
+/* ---- GEMM and FP8 scaled_mm ---- */
+typedef struct mm_arg {
+  ingot_tensor *a, *b, *sa, *sb;
+} mm_arg;
+
+static ingot_tensor *run_mm(void *p, int iter) {
+  (void)iter;
+  mm_arg *m = p;
+  return ingot_matmul(m->a, m->b);
+}
+
+static ingot_tensor *run_scaled_mm(void *p, int iter) {
+  (void)iter;
+  mm_arg *m = p;
+  return ingot_scaled_mm(m->a, m->b, m->sa, m->sb, NULL, INGOT_BF16);
+}
+
+static void bench_gemm(bench_ctx *c, ingot_dtype dt, const char *id) {
+  if (!bench_selected(c, id)) return;
+  int64_t s[2] = {8192, 8192};
+  mm_arg m = {randn_as(2, s, dt, c->dev), randn_as(2, s, dt, c->dev), NULL, NULL};
+  double t = m.a && m.b ? event_time(c->dev, run_mm, &m, 3, 10) : -1;
+  if (t > 0) add_result(c, id, "8192^3", ingot_dtype_name(dt), t, "TFLOP/s", 2.0 * pow(8192, 3) / t * 1e-12);
+  else bench_skip(id, ingot_last_error());
+  ingot_release(m.a);
+  ingot_release(m.b);
+}
+
+static void bench_fp8(bench_ctx *c) {
+  const char *id = "scaled_mm_fp8_8192";
+  if (!bench_selected(c, id)) return;
+  int64_t s[2] = {8192, 8192};
+  ingot_tensor *bt = randn_as(2, s, INGOT_F8E4M3FN, c->dev);
+  mm_arg m = {randn_as(2, s, INGOT_F8E4M3FN, c->dev), ingot_transpose(bt, 0, 1),
+              ingot_scalar(1.0, INGOT_F32, c->dev), ingot_scalar(1.0, INGOT_F32, c->dev)};
+  ingot_release(bt);
+  double t = m.a && m.b && m.sa && m.sb ? event_time(c->dev, run_scaled_mm, &m, 3, 10) : -1;
+  if (t > 0) add_result(c, id, "8192^3", "float8_e4m3fn", t, "TFLOP/s", 2.0 * pow(8192, 3) / t * 1e-12);
+  else bench_skip(id, ingot_last_error());
+  ingot_release(m.a);
+  ingot_release(m.b);
+  ingot_release(m.sa);
+  ingot_release(m.sb);
+}
+
+/* ---- decode GEMV: y[1,N] = x[1,K]·W[N,K]^T over rotated weight copies ---- */
+#define MAX_COPIES 16
+typedef struct gemv_arg {
+  ingot_tensor *x, *wt[MAX_COPIES];
+  int copies;
+} gemv_arg;
+
+static ingot_tensor *run_gemv(void *p, int iter) {
+  gemv_arg *g = p;
+  return ingot_matmul(g->x, g->wt[iter % g->copies]);
+}
+
+static void bench_gemv(bench_ctx *c, int64_t K, int64_t N) {
+  char id[64], shape[64];
+  snprintf(id, sizeof id, "gemv_bf16_K%lld_N%lld", (long long)K, (long long)N);
+  if (!bench_selected(c, id)) return;
+  double bytes = (double)K * (double)N * 2;
+  gemv_arg g = {.copies = (int)ceil(240e6 / bytes)};
+  if (g.copies > MAX_COPIES) g.copies = MAX_COPIES;
+  bool ok = (g.x = randn_as(2, (int64_t[]){1, K}, INGOT_BF16, c->dev)) != NULL;
+  for (int i = 0; i < g.copies && ok; i++) {
+    ingot_tensor *w = randn_as(2, (int64_t[]){N, K}, INGOT_BF16, c->dev);
+    ok = w && (g.wt[i] = ingot_transpose(w, 0, 1));
+    ingot_release(w);
+  }
+  double t = ok ? event_time(c->dev, run_gemv, &g, 5, 50) : -1;
+  snprintf(shape, sizeof shape, "[1,%lld]x[%lld,%lld]^T", (long long)K, (long long)N, (long long)K);
+  if (t > 0) add_result(c, id, shape, "bfloat16", t, "GB/s", bytes / t * 1e-9);
+  else bench_skip(id, ingot_last_error());
+  ingot_release(g.x);
+  for (int i = 0; i < g.copies; i++) ingot_release(g.wt[i]);
+}
+
+/* ---- softmax and top-k over a vocabulary ---- */
+static ingot_tensor *run_softmax(void *p, int iter) {
+  (void)iter;
+  return ingot_softmax(p, -1);
+}
+
+static ingot_tensor *run_topk(void *p, int iter) {
+  (void)iter;
+  ingot_tensor *idx = NULL;
+  ingot_tensor *v = ingot_topk(p, 8, -1, true, true, &idx);
+  ingot_release(idx);
+  return v;
+}
+
+static void bench_vocab(bench_ctx *c, int64_t B) {
+  const int64_t V = 151936;
+  char sid[64], tid[64], shape[32];
+  snprintf(sid, sizeof sid, "softmax_f32_B%lld_V%lld", (long long)B, (long long)V);
+  snprintf(tid, sizeof tid, "topk8_f32_B%lld_V%lld", (long long)B, (long long)V);
+  snprintf(shape, sizeof shape, "[%lld,%lld]", (long long)B, (long long)V);
+  if (!bench_selected(c, sid) && !bench_selected(c, tid)) return;
+  ingot_tensor *x = randn_as(2, (int64_t[]){B, V}, INGOT_F32, c->dev);
+  double bytes = (double)B * (double)V * 4;
+  if (bench_selected(c, sid)) {
+    double t = x ? event_time(c->dev, run_softmax, x, 10, 100) : -1;
+    if (t > 0) add_result(c, sid, shape, "float32", t, "GB/s", 2 * bytes / t * 1e-9);
+    else bench_skip(sid, ingot_last_error());
+  }
+  if (bench_selected(c, tid)) {
+    double t = x ? event_time(c->dev, run_topk, x, 10, 100) : -1;
+    if (t > 0) add_result(c, tid, shape, "float32", t, "GB/s", bytes / t * 1e-9);
+    else bench_skip(tid, ingot_last_error());
+  }
+  ingot_release(x);
+}
+
+void bench_gpu_workloads(bench_ctx *c) {
+  if (c->dev.kind == INGOT_DEVICE_CPU) return;
+  ingot_manual_seed(0);
+  bench_copy(c);
+  bench_gemm(c, INGOT_BF16, "gemm_bf16_8192");
+  bench_gemm(c, INGOT_F32, "gemm_f32_8192");
+  bench_fp8(c);
+  bench_gemv(c, 2048, 6144);
+  bench_gemv(c, 4096, 14336);
+  bench_gemv(c, 2048, 151936);
+  bench_gemv(c, 8192, 28672);
+  bench_vocab(c, 1);
+  bench_vocab(c, 64);
+}
