@@ -309,3 +309,35 @@ def test_softmax_vocab(op, rows):
     diff("ingot_" + op, tensor(b), 1)
     v = call("ingot_narrow", tensor(b), 1, 1, 151936)
     diff("ingot_" + op, v, 1)
+
+
+# ----------------------------------------------------- > 2^31 elements ----
+
+def test_reductions_over_2_31_elements():
+    """sum/amax/argmax/max_dim over 2^31 + 131079 uint8 elements: 64-bit
+    indexing in the reduction kernels (results checked exactly)."""
+    import gc
+
+    from cuda_diff import CUDA
+    from ingot_ctypes import ID, out_ptr, take
+    n = (1 << 31) + 131072 + 7
+    ones = call("ingot_full", 1, [n], 1.0, ID["uint8"], CUDA)
+    total = call("ingot_sum", ones, None, 0, False)
+    assert to_numpy(total).item() == n  # int64 result
+    # one 9 just past 2^31: amax finds it, argmax points at it
+    hit = (1 << 31) + 3
+    call("ingot_copy_", call("ingot_slice", ones, 0, hit, hit + 1, 1),
+         call("ingot_full", 0, [], 9.0, ID["uint8"], CUDA))
+    assert to_numpy(call("ingot_amax", ones, None, 0, False)).item() == 9
+    assert to_numpy(call("ingot_argmax", ones, 0x7fff, False)).item() == hit
+    # rows of 2^16 elements, the last ones starting past 2^31
+    rows = n // 65536
+    v = call("ingot_reshape", call("ingot_slice", ones, 0, 0, rows * 65536, 1), 2, [rows, 65536])
+    slot = out_ptr()
+    vals = call("ingot_max_dim", v, 1, False, slot)
+    idx = to_numpy(take(slot))
+    r = hit // 65536
+    assert to_numpy(vals)[r] == 9 and idx[r] == hit % 65536
+    assert (to_numpy(vals)[:r] == 1).all()
+    del ones, total, v, vals
+    gc.collect()
