@@ -10,20 +10,31 @@
  *   that takes the allocations of its capture. Each pool has a small and a
  *   large free list sorted by (size, address); a request takes the first
  *   (best) fit it may use.
- * - Stream order: a block belongs to the stream it was allocated on. When it
- *   is freed, it is reusable at once by later work on that stream (stream
- *   order makes that safe); an event is recorded on that stream at free time
- *   and the block becomes usable by every stream once the event has completed
- *   (cudaEventQuery, checked lazily while searching). A block that other
- *   streams used (record_stream) is reusable by no stream until events
- *   recorded on all of them at free time have completed.
+ * - Stream order (PyTorch's scheme): a block belongs to the stream it was
+ *   allocated on. When it is freed it goes straight back to the pool as
+ *   reusable by later work on that stream only (stream order makes that
+ *   safe): no event, no CUDA call. Another stream never gets it; it
+ *   allocates or splits its own blocks. (Blocks of a destroyed stream, whose
+ *   work has finished, become usable by any stream.)
+ * - A block that other streams used (record_stream) gets, at free time, one
+ *   event per such stream and stays out of the pool (in the device's pending
+ *   list, still counted active) until they have all completed; allocations
+ *   check the pending list with cudaEventQuery (PyTorch's process_events: at
+ *   most one not-ready query per stream) and return finished blocks to their
+ *   stream's pool.
+ * - Host cost: alloc and free of an ordinary block make no CUDA API call at
+ *   all (no cudaSetDevice either): the device is set only before calls that
+ *   depend on it (cudaMalloc, cudaFree, event creation/recording, device
+ *   synchronisation, cudaMemGetInfo), all off the cache-hit path. Block
+ *   structs are recycled, so a split/merge costs no malloc either.
  * - During a capture (on the capturing thread) no event is recorded or
  *   queried and nothing is cudaFree'd: both are illegal then. cudaMalloc is
  *   done in relaxed capture mode (the graph keeps the address; replays do not
  *   allocate).
  * - Out of memory (cudaMalloc failed, or the memory-fraction limit reached):
- *   free every fully free cached segment of the general pool, retry once, then
- *   fail with INGOT_ERR_OOM and a message with the sizes.
+ *   synchronise, return finished pending blocks, free every fully free cached
+ *   segment of the general pool, retry once, then fail with INGOT_ERR_OOM and
+ *   a message with the sizes.
  * One mutex per device guards its state; statistics are exact under it. */
 #include "allocator.h"
 
@@ -39,12 +50,14 @@
 #define SMALL_SIZE ((size_t)1 << 20)   /* requests up to this are small */
 #define SMALL_SEGMENT ((size_t)2 << 20) /* small blocks come from 2 MiB segments */
 #define LARGE_ROUND ((size_t)2 << 20)   /* large segments: multiples of 2 MiB */
+#define SPARE_BLOCKS 4096               /* recycled block structs kept per device */
+#define NOT_READY_MAX 16                /* streams remembered per pending scan */
 
 enum block_state {
   B_LIVE,    /* allocated */
-  B_STREAM,  /* free: reusable on b->stream; on any stream once all ev[] completed */
-  B_ANY,     /* free: reusable on any stream */
-  B_PENDING  /* free: reusable nowhere until all ev[] completed (record_stream) */
+  B_STREAM,  /* free, in its pool: reusable by work on b->stream only */
+  B_ANY,     /* free, in its pool: reusable on any stream */
+  B_PENDING  /* freed, other streams used it: out of the pools until all ev[] completed */
 };
 
 typedef struct segment segment;
@@ -56,15 +69,17 @@ struct block {
   size_t requested; /* live blocks: bytes asked for */
   segment *seg;
   block *prev, *next;   /* neighbours in the segment (address order) */
-  block *fprev, *fnext; /* free list */
-  block *hnext;         /* live-block hash chain */
+  block *fprev, *fnext; /* free list; for B_PENDING (not deferred): the pending list */
+  block *hnext;         /* live-block hash chain; spare list */
   enum block_state state;
-  cudaStream_t stream; /* allocation stream (live), reuse stream (B_STREAM) */
-  cudaEvent_t *ev;     /* free: events that must complete first */
+  cudaStream_t stream;  /* allocation (owner) stream */
+  cudaEvent_t *ev;      /* B_PENDING: events that must complete first ... */
+  cudaStream_t *evs;    /* ... and the stream each was recorded on */
   int nev, evcap;
   cudaStream_t *uses; /* live: other streams using it (record_stream) */
   int nuses, usecap;
   bool deferred; /* freed during capture with other-stream uses: events later */
+  bool orphan;   /* B_PENDING whose owner stream was destroyed: B_ANY when done */
 };
 
 struct segment {
@@ -87,6 +102,7 @@ struct cuda_pool {
 
 typedef struct dev_state {
   bool init;
+  int index;
   cuda_pool general;
   block **buckets; /* live blocks by pointer */
   size_t nbuckets, nlive;
@@ -96,6 +112,9 @@ typedef struct dev_state {
   int nevpool, evpoolcap;
   block **deferred; /* freed during capture, events to record at capture end */
   int ndeferred, deferredcap;
+  block *pend_head, *pend_tail; /* B_PENDING blocks in free order */
+  block *spare;                 /* recycled block structs */
+  int nspare;
   cuda_pool *private_pools;
   ingot_memory_stats st;
 } dev_state;
@@ -124,6 +143,16 @@ static void stats_changed(dev_state *d) {
 
 static bool valid_device(int device) { return device >= 0 && device < CUDA_MAX_DEVICES; }
 
+/* Make d's device current before a call that depends on it (cudaMalloc,
+ * cudaFree, event creation, recording on the legacy default stream, device
+ * synchronisation, cudaMemGetInfo). Never on the cache-hit path: other code
+ * sets devices directly, so a per-thread cache of it could go stale. */
+static cudaError_t dev_set(const dev_state *d) {
+  cudaError_t e = cudaSetDevice(d->index);
+  if (e != cudaSuccess) cudaGetLastError();
+  return e;
+}
+
 /* Lock and lazily initialise device state. */
 static dev_state *lock_dev(int device) {
   call_once(&locks_once, init_locks);
@@ -132,8 +161,9 @@ static dev_state *lock_dev(int device) {
   if (!d->init) {
     memset(d, 0, sizeof *d);
     d->init = true;
+    d->index = device;
     d->fraction = 1.0;
-    if (cudaSetDevice(device) != cudaSuccess) cudaGetLastError();
+    dev_set(d);
     size_t free_b = 0, total_b = 0;
     if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
       cudaGetLastError();
@@ -150,6 +180,22 @@ static dev_state *lock_dev(int device) {
 }
 
 static void unlock_dev(int device) { mtx_unlock(&locks[device]); }
+
+/* ---- block structs (recycled: no malloc per split/merge) ---- */
+static block *block_new(dev_state *d) {
+  block *b = d->spare;
+  if (!b) return calloc(1, sizeof *b);
+  d->spare = b->hnext;
+  d->nspare--;
+  /* Keep the event/use arrays' capacity; everything else starts zeroed. */
+  cudaEvent_t *ev = b->ev;
+  cudaStream_t *evs = b->evs, *uses = b->uses;
+  int evcap = b->evcap, usecap = b->usecap;
+  memset(b, 0, sizeof *b);
+  b->ev = ev, b->evs = evs, b->evcap = evcap;
+  b->uses = uses, b->usecap = usecap;
+  return b;
+}
 
 /* ---- live-block hash ---- */
 static size_t hash_ptr(const void *p, size_t nb) {
@@ -201,7 +247,8 @@ static block *hash_find(dev_state *d, const void *p, bool remove) {
   return NULL;
 }
 
-/* ---- events ---- */
+/* ---- events (record_stream blocks only) ---- */
+/* The caller made the device current. */
 static cudaEvent_t event_get(dev_state *d) {
   if (d->nevpool) return d->evpool[--d->nevpool];
   cudaEvent_t e = NULL;
@@ -226,15 +273,20 @@ static void event_put(dev_state *d, cudaEvent_t e) {
   d->evpool[d->nevpool++] = e;
 }
 
-static bool block_add_event(block *b, cudaEvent_t e) {
+static bool block_add_event(block *b, cudaEvent_t e, cudaStream_t s) {
   if (b->nev == b->evcap) {
     int cap = b->evcap ? b->evcap * 2 : 2;
     cudaEvent_t *n = realloc(b->ev, (size_t)cap * sizeof *n);
     if (!n) return false;
-    b->ev = n;
+    b->ev = n; /* larger now; evcap grows once evs has too */
+    cudaStream_t *ns = realloc(b->evs, (size_t)cap * sizeof *ns);
+    if (!ns) return false;
+    b->evs = ns;
     b->evcap = cap;
   }
-  b->ev[b->nev++] = e;
+  b->ev[b->nev] = e;
+  b->evs[b->nev] = s;
+  b->nev++;
   return true;
 }
 
@@ -243,7 +295,8 @@ static void block_drop_events(dev_state *d, block *b) {
   b->nev = 0;
 }
 
-/* Record an event on s and attach it to b; false when that failed. */
+/* Record an event on s and attach it to b; false when that failed. The caller
+ * made the device current (s may be the legacy default stream). */
 static bool block_record(dev_state *d, block *b, cudaStream_t s) {
   cudaEvent_t e = event_get(d);
   if (!e) return false;
@@ -252,22 +305,25 @@ static bool block_record(dev_state *d, block *b, cudaStream_t s) {
     event_put(d, e);
     return false;
   }
-  if (!block_add_event(b, e)) {
+  if (!block_add_event(b, e, s)) {
     event_put(d, e);
     return false;
   }
   return true;
 }
 
-/* True when every event of b has completed (events are dropped then). */
-static bool block_events_done(dev_state *d, block *b) {
-  while (b->nev > 0) {
-    cudaError_t err = cudaEventQuery(b->ev[b->nev - 1]);
-    if (err == cudaErrorNotReady) return false;
-    if (err != cudaSuccess) cudaGetLastError(); /* a failed event: treat as passed */
-    event_put(d, b->ev[--b->nev]);
+static void block_destroy(dev_state *d, block *b) {
+  block_drop_events(d, b);
+  if (d->nspare < SPARE_BLOCKS) {
+    b->hnext = d->spare;
+    d->spare = b;
+    d->nspare++;
+    return;
   }
-  return true;
+  free(b->ev);
+  free(b->evs);
+  free(b->uses);
+  free(b);
 }
 
 /* ---- free lists ---- */
@@ -301,14 +357,7 @@ static void free_remove(block *b) {
   b->fprev = b->fnext = NULL;
 }
 
-static void block_destroy(dev_state *d, block *b) {
-  block_drop_events(d, b);
-  free(b->ev);
-  free(b->uses);
-  free(b);
-}
-
-/* Can free neighbours a (lower address) and b merge; which state results? */
+/* Can free neighbours a (lower address) and b merge? */
 static bool mergeable(const block *a, const block *b) {
   if (a->state == B_PENDING || b->state == B_PENDING) return false;
   if (a->state == B_LIVE || b->state == B_LIVE) return false;
@@ -322,9 +371,9 @@ static block *merge_into(dev_state *d, block *a, block *b) {
     a->state = B_STREAM;
     a->stream = b->stream;
   }
+  /* Blocks in the pools hold no events; keep any ordering all the same. */
   for (int i = 0; i < b->nev; i++) {
-    if (!block_add_event(a, b->ev[i])) {
-      /* No room to keep the ordering: wait for it here instead. */
+    if (!block_add_event(a, b->ev[i], b->evs[i])) {
       if (cudaEventSynchronize(b->ev[i]) != cudaSuccess) cudaGetLastError();
       event_put(d, b->ev[i]);
     }
@@ -372,17 +421,18 @@ static void segment_unlink(cuda_pool *p, segment *s) {
   if (s->snext) s->snext->sprev = s->sprev;
 }
 
-/* cudaFree a fully free segment (the caller made sure no work uses it). */
+/* cudaFree an idle segment (every block in its pool's free lists; the caller
+ * made sure no work uses it). */
 static void segment_release(dev_state *d, segment *s) {
   cuda_pool *p = s->pool;
   for (block *b = s->first; b;) {
     block *n = b->next;
     free_remove(b);
-    if (b->state == B_PENDING) d->st.active_bytes -= (int64_t)b->size;
     block_destroy(d, b);
     b = n;
   }
   segment_unlink(p, s);
+  dev_set(d);
   if (cudaFree(s->base) != cudaSuccess) cudaGetLastError();
   d->st.reserved_bytes -= (int64_t)s->size;
   d->st.num_frees++;
@@ -390,15 +440,16 @@ static void segment_release(dev_state *d, segment *s) {
   free(s);
 }
 
-/* Fully free and no block waiting for events to be recorded at capture end. */
+/* No live block, none waiting for events (pending or deferred): every block
+ * is in the pool's free lists. */
 static bool segment_idle(const segment *s) {
   if (s->nlive) return false;
   for (const block *b = s->first; b; b = b->next)
-    if (b->deferred) return false;
+    if (b->deferred || b->state == B_PENDING || b->state == B_LIVE) return false;
   return true;
 }
 
-/* Free every fully free segment of p; the caller synchronised the device. */
+/* Free every idle segment of p; the caller synchronised the device. */
 static void pool_release_free_segments(dev_state *d, cuda_pool *p) {
   for (segment *s = p->segs; s;) {
     segment *n = s->snext;
@@ -407,9 +458,92 @@ static void pool_release_free_segments(dev_state *d, cuda_pool *p) {
   }
 }
 
+/* Free block b (in no list; active_bytes already settled) goes into its pool.
+ * A dead graph's pool gives the segment back once it is idle. */
+static void block_to_pool(dev_state *d, block *b, bool capturing) {
+  segment *seg = b->seg; /* merging stays within the segment */
+  cuda_pool *pool = seg->pool;
+  free_block_insert(d, b);
+  if (pool->dead && !capturing && segment_idle(seg)) {
+    dev_set(d);
+    if (cudaDeviceSynchronize() != cudaSuccess) cudaGetLastError();
+    segment_release(d, seg);
+    pool_maybe_free(d, pool);
+  }
+}
+
+/* ---- pending (record_stream) blocks ---- */
+static void pending_append(dev_state *d, block *b) {
+  b->fnext = NULL;
+  b->fprev = d->pend_tail;
+  if (d->pend_tail) d->pend_tail->fnext = b;
+  else d->pend_head = b;
+  d->pend_tail = b;
+}
+
+static void pending_remove(dev_state *d, block *b) {
+  if (b->fprev) b->fprev->fnext = b->fnext;
+  else d->pend_head = b->fnext;
+  if (b->fnext) b->fnext->fprev = b->fprev;
+  else d->pend_tail = b->fprev;
+  b->fprev = b->fnext = NULL;
+}
+
+/* All events of pending b have completed: back to its owner stream's pool
+ * (any stream's when the owner is gone). Not while this thread captures. */
+static void pending_finish(dev_state *d, block *b) {
+  pending_remove(d, b);
+  block_drop_events(d, b);
+  b->state = b->orphan ? B_ANY : B_STREAM;
+  b->orphan = false;
+  d->st.active_bytes -= (int64_t)b->size;
+  block_to_pool(d, b, false);
+}
+
+/* PyTorch's process_events: return pending blocks whose events completed.
+ * Events on one stream complete in record order and the list is in record
+ * order, so after a not-ready event on stream s later events on s are not
+ * queried: at most one not-ready query per stream per call. */
+static void pending_process(dev_state *d) {
+  cudaStream_t not_ready[NOT_READY_MAX];
+  int nnr = 0;
+  for (block *b = d->pend_head; b;) {
+    block *next = b->fnext; /* b may move; pending blocks are never freed by it */
+    bool done = true;
+    while (b->nev > 0) {
+      int i = b->nev - 1;
+      bool known = false;
+      for (int k = 0; k < nnr && !known; k++) known = not_ready[k] == b->evs[i];
+      if (known) {
+        done = false;
+        break;
+      }
+      cudaError_t err = cudaEventQuery(b->ev[i]);
+      if (err == cudaErrorNotReady) {
+        cudaGetLastError(); /* not an error: leave nothing for launch checks */
+        if (nnr < NOT_READY_MAX) not_ready[nnr++] = b->evs[i];
+        done = false;
+        break;
+      }
+      if (err != cudaSuccess) cudaGetLastError(); /* a failed event: treat as passed */
+      event_put(d, b->ev[i]);
+      b->nev--;
+    }
+    if (done) pending_finish(d, b);
+    b = next;
+  }
+}
+
+/* The device was synchronised: every pending block's events have completed. */
+static void pending_flush(dev_state *d) {
+  while (d->pend_head) pending_finish(d, d->pend_head);
+}
+
 /* The whole-device cache flush of the OOM path and empty_cache. */
 static void release_cached(dev_state *d) {
+  dev_set(d);
   if (cudaDeviceSynchronize() != cudaSuccess) cudaGetLastError();
+  pending_flush(d);
   pool_release_free_segments(d, &d->general);
 }
 
@@ -423,22 +557,25 @@ static block *segment_new(dev_state *d, cuda_pool *p, bool small, size_t size,
     return NULL;
   }
   segment *seg = calloc(1, sizeof *seg);
-  block *b = calloc(1, sizeof *b);
+  block *b = block_new(d);
   if (!seg || !b) {
     free(seg);
-    free(b);
+    if (b) block_destroy(d, b);
     *err = cudaErrorMemoryAllocation;
     return NULL;
   }
   void *ptr = NULL;
-  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  if (capturing) cudaThreadExchangeStreamCaptureMode(&mode);
-  cudaError_t e = cudaMalloc(&ptr, size);
-  if (capturing) cudaThreadExchangeStreamCaptureMode(&mode);
+  cudaError_t e = dev_set(d);
+  if (e == cudaSuccess) {
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    if (capturing) cudaThreadExchangeStreamCaptureMode(&mode);
+    e = cudaMalloc(&ptr, size);
+    if (capturing) cudaThreadExchangeStreamCaptureMode(&mode);
+  }
   if (e != cudaSuccess) {
     cudaGetLastError(); /* clear it: the process keeps working */
     free(seg);
-    free(b);
+    block_destroy(d, b);
     *err = e;
     return NULL;
   }
@@ -461,20 +598,12 @@ static block *segment_new(dev_state *d, cuda_pool *p, bool small, size_t size,
   return b;
 }
 
-/* First block of the right list that fits and that work on s may use now;
- * removed from its list. */
-static block *find_free(dev_state *d, cuda_pool *p, bool small, size_t size, cudaStream_t s,
-                        bool capturing) {
+/* First block of the right list that fits and that work on s may use: its
+ * own stream's or any stream's. Removed from its list. */
+static block *find_free(cuda_pool *p, bool small, size_t size, cudaStream_t s) {
   for (block *b = *free_list(p, small); b; b = b->fnext) {
     if (b->size < size) continue;
-    bool ok = b->state == B_ANY || (b->state == B_STREAM && b->stream == s);
-    if (!ok && !capturing && b->nev > 0 && block_events_done(d, b)) {
-      /* Everything queued before the free has finished: any stream may use it. */
-      if (b->state == B_PENDING) d->st.active_bytes -= (int64_t)b->size;
-      b->state = B_ANY;
-      ok = true;
-    }
-    if (ok) {
+    if (b->state == B_ANY || (b->state == B_STREAM && b->stream == s)) {
       free_remove(b);
       return b;
     }
@@ -495,14 +624,15 @@ void *cuda_caching_alloc(int device, size_t nbytes, cudaStream_t s) {
     ingot_set_error(INGOT_ERR_DEVICE, "cuda:%d: device index out of range", device);
     return NULL;
   }
-  if (cuda_check(cudaSetDevice(device), "cudaSetDevice")) return NULL;
   dev_state *d = lock_dev(device);
   cuda_pool *pool = capture_pool[device] ? capture_pool[device] : &d->general;
   bool capturing = capture_pool[device] != NULL;
+  /* record_stream blocks whose events completed go back to their pools. */
+  if (d->pend_head && !capturing) pending_process(d);
   bool huge = nbytes > (SIZE_MAX >> 2);
   size_t size = huge ? 0 : round_up(nbytes ? nbytes : 1, ROUND_BYTES);
   bool small = !huge && size <= SMALL_SIZE;
-  block *b = huge ? NULL : find_free(d, pool, small, size, s, capturing);
+  block *b = huge ? NULL : find_free(pool, small, size, s);
   cudaError_t err = cudaErrorMemoryAllocation;
   if (!b && !huge) {
     size_t seg_size = small ? SMALL_SEGMENT : round_up(size, LARGE_ROUND);
@@ -511,13 +641,15 @@ void *cuda_caching_alloc(int device, size_t nbytes, cudaStream_t s) {
       /* Give the cache back to the device and try once more. */
       d->st.num_alloc_retries++;
       release_cached(d);
-      b = segment_new(d, pool, small, seg_size, s, capturing, &err);
+      b = find_free(pool, small, size, s); /* pending blocks may have come back */
+      if (!b) b = segment_new(d, pool, small, seg_size, s, capturing, &err);
     }
   }
   if (!b) {
     d->st.num_ooms++;
     size_t free_b = 0, total_b = d->total_mem;
-    if (!capturing && cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) cudaGetLastError();
+    if (!capturing && (dev_set(d) != cudaSuccess || cudaMemGetInfo(&free_b, &total_b)))
+      cudaGetLastError();
     char a[32], r[32], f[32], t[32], q[32], l[32];
     bool limited = d->fraction < 1.0;
     ingot_status st = err == cudaErrorMemoryAllocation ? INGOT_ERR_OOM : INGOT_ERR_BACKEND;
@@ -538,15 +670,13 @@ void *cuda_caching_alloc(int device, size_t nbytes, cudaStream_t s) {
   /* Split off the rest when it is worth keeping; it keeps b's free state. */
   size_t rest = b->size - size;
   if ((small && rest >= ROUND_BYTES) || (!small && rest > SMALL_SIZE)) {
-    block *r = calloc(1, sizeof *r);
+    block *r = block_new(d);
     if (r) {
       r->ptr = b->ptr + size;
       r->size = rest;
       r->seg = b->seg;
       r->state = b->state;
       r->stream = b->stream;
-      r->ev = b->ev, r->nev = b->nev, r->evcap = b->evcap;
-      b->ev = NULL, b->nev = b->evcap = 0;
       r->prev = b;
       r->next = b->next;
       if (b->next) b->next->prev = r;
@@ -555,11 +685,12 @@ void *cuda_caching_alloc(int device, size_t nbytes, cudaStream_t s) {
       free_insert(r);
     }
   }
-  block_drop_events(d, b);
+  block_drop_events(d, b); /* none: pooled blocks hold no events */
   b->state = B_LIVE;
   b->stream = s;
   b->requested = nbytes;
   b->nuses = 0;
+  b->orphan = false;
   b->seg->nlive++;
   hash_insert(d, b);
   d->st.allocated_bytes += (int64_t)b->size;
@@ -585,9 +716,24 @@ static bool defer_block(dev_state *d, block *b) {
   return true;
 }
 
+/* Record events on every stream that used b (record_stream) and put b in
+ * the pending list. False (no events kept) when that failed. Not while this
+ * thread captures. */
+static bool block_record_uses(dev_state *d, block *b) {
+  bool ok = dev_set(d) == cudaSuccess; /* a use may be the legacy default stream */
+  for (int i = 0; ok && i < b->nuses; i++) ok = block_record(d, b, b->uses[i]);
+  b->nuses = 0;
+  if (!ok) {
+    block_drop_events(d, b);
+    return false;
+  }
+  b->state = B_PENDING;
+  pending_append(d, b);
+  return true;
+}
+
 void cuda_caching_free(int device, void *p) {
   if (!p || !valid_device(device)) return;
-  cudaSetDevice(device);
   dev_state *d = lock_dev(device);
   block *b = hash_find(d, p, true);
   if (!b) { /* not ours (or freed twice): nothing to do */
@@ -595,49 +741,38 @@ void cuda_caching_free(int device, void *p) {
     return;
   }
   bool capturing = capture_pool[device] != NULL;
-  cuda_pool *pool = b->seg->pool;
   d->st.allocated_bytes -= (int64_t)b->size;
   d->st.requested_bytes -= (int64_t)b->requested;
   d->st.num_blocks--;
   b->seg->nlive--;
   b->requested = 0;
   if (b->nuses > 0) {
-    /* Used by other streams: reusable nowhere until all of them pass this point. */
-    b->state = B_PENDING;
-    bool ok = true;
+    /* Used by other streams: out of the pools (still active) until all of
+     * them pass this point; its own stream's order covers the owner. */
     if (capturing) {
-      ok = defer_block(d, b); /* keeps b->uses for cuda_capture_end */
-    } else {
-      ok = block_record(d, b, b->stream);
-      for (int i = 0; ok && i < b->nuses; i++) ok = block_record(d, b, b->uses[i]);
-      b->nuses = 0;
-    }
-    if (!ok) { /* no event to wait on */
-      block_drop_events(d, b);
-      b->nuses = 0;
-      if (capturing) { /* cannot wait now: own stream only, like a capture free */
-        b->state = B_STREAM;
-      } else {
-        if (cudaDeviceSynchronize() != cudaSuccess) cudaGetLastError();
-        b->state = B_ANY;
+      b->state = B_PENDING;
+      if (defer_block(d, b)) { /* keeps b->uses for cuda_capture_end */
+        unlock_dev(device);
+        return;
       }
-      d->st.active_bytes -= (int64_t)b->size;
+      /* Cannot wait now: own stream only, like a capture free. */
+      b->nuses = 0;
+      b->state = B_STREAM;
+    } else {
+      if (block_record_uses(d, b)) {
+        unlock_dev(device);
+        return;
+      }
+      /* No event to wait on: wait for the whole device instead. */
+      if (cudaDeviceSynchronize() != cudaSuccess) cudaGetLastError();
+      b->state = B_ANY;
     }
   } else {
+    /* Stream order makes it safe for later work on b->stream: no event. */
     b->state = B_STREAM;
-    d->st.active_bytes -= (int64_t)b->size;
-    /* General pool: an event lets other streams reuse it once it passes.
-     * Private pools are reused only by their own capture, in stream order. */
-    if (!capturing && !pool->private_) block_record(d, b, b->stream);
   }
-  segment *seg = b->seg; /* merging stays within the segment */
-  free_block_insert(d, b);
-  /* A dead graph's pool gives a segment back once its last block is freed. */
-  if (pool->dead && !capturing && segment_idle(seg)) {
-    if (cudaDeviceSynchronize() != cudaSuccess) cudaGetLastError();
-    segment_release(d, seg);
-    pool_maybe_free(d, pool);
-  }
+  d->st.active_bytes -= (int64_t)b->size;
+  block_to_pool(d, b, capturing);
   unlock_dev(device);
 }
 
@@ -670,17 +805,19 @@ ingot_status cuda_caching_record_stream(int device, void *p, cudaStream_t s) {
   return st;
 }
 
-static void forget_in_pool(dev_state *d, cuda_pool *p, cudaStream_t s) {
+static void forget_in_pool(cuda_pool *p, cudaStream_t s) {
   for (segment *seg = p->segs; seg; seg = seg->snext) {
     for (block *b = seg->first; b; b = b->next) {
+      /* Live and deferred blocks: s needs no event any more. */
+      for (int i = 0; i < b->nuses; i++)
+        if (b->uses[i] == s) b->uses[i] = b->uses[--b->nuses], i--;
+      if (b->stream != s) continue;
       if (b->state == B_LIVE) {
-        if (b->stream == s) b->stream = 0; /* later frees order on the default stream */
-        for (int i = 0; i < b->nuses; i++)
-          if (b->uses[i] == s) b->uses[i] = b->uses[--b->nuses], i--;
-      } else if (b->state == B_STREAM && b->stream == s) {
-        /* The stream's work has finished (it was synchronised). */
-        block_drop_events(d, b);
-        b->state = B_ANY;
+        b->stream = 0; /* later frees order on the default stream */
+      } else if (b->state == B_STREAM) {
+        b->state = B_ANY; /* the stream's work has finished (it was synchronised) */
+      } else if (b->state == B_PENDING) {
+        b->orphan = true; /* any stream's once the other streams' events pass */
       }
     }
   }
@@ -689,8 +826,8 @@ static void forget_in_pool(dev_state *d, cuda_pool *p, cudaStream_t s) {
 void cuda_caching_forget_stream(int device, cudaStream_t s) {
   if (!valid_device(device) || !s) return;
   dev_state *d = lock_dev(device);
-  forget_in_pool(d, &d->general, s);
-  for (cuda_pool *p = d->private_pools; p; p = p->pnext) forget_in_pool(d, p, s);
+  forget_in_pool(&d->general, s);
+  for (cuda_pool *p = d->private_pools; p; p = p->pnext) forget_in_pool(p, s);
   unlock_dev(device);
 }
 
@@ -758,12 +895,14 @@ cuda_pool *cuda_pool_create(int device) {
 
 void cuda_pool_release(int device, cuda_pool *pool) {
   if (!pool || !valid_device(device)) return;
-  cudaSetDevice(device);
   dev_state *d = lock_dev(device);
+  dev_set(d);
   /* Replays may still be running in the pool's memory. */
   if (cudaDeviceSynchronize() != cudaSuccess) cudaGetLastError();
+  /* The device is idle: pending blocks (of this pool too) are done. This
+   * runs before the pool is marked dead, so none of its segments goes here. */
+  pending_flush(d);
   pool->dead = true;
-  /* Free blocks still holding events are fine to drop now: the device is idle. */
   pool_release_free_segments(d, pool);
   pool_maybe_free(d, pool);
   unlock_dev(device);
@@ -783,15 +922,12 @@ void cuda_capture_end(int device) {
     block *b = d->deferred[i];
     b->deferred = false;
     if (b->state != B_PENDING) continue;
-    bool ok = block_record(d, b, b->stream);
-    for (int j = 0; ok && j < b->nuses; j++) ok = block_record(d, b, b->uses[j]);
-    b->nuses = 0;
-    if (!ok) {
-      if (cudaDeviceSynchronize() != cudaSuccess) cudaGetLastError();
-      block_drop_events(d, b);
-      b->state = B_ANY;
-      d->st.active_bytes -= (int64_t)b->size;
-    }
+    if (block_record_uses(d, b)) continue;
+    if (cudaDeviceSynchronize() != cudaSuccess) cudaGetLastError();
+    b->state = B_ANY; /* the device is idle: any stream may take it */
+    b->orphan = false;
+    d->st.active_bytes -= (int64_t)b->size;
+    block_to_pool(d, b, false);
   }
   d->ndeferred = 0;
   unlock_dev(device);

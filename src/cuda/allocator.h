@@ -16,8 +16,10 @@
  * with sizes in the message, on failure). While this thread captures a graph
  * on device, it comes from the graph's private pool. */
 void *cuda_caching_alloc(int device, size_t nbytes, cudaStream_t s);
-/* Return p to its pool: reusable at once by work on its allocation stream,
- * by other streams once the work queued at free time has finished. */
+/* Return p to its pool: reusable at once by later work on its allocation
+ * stream, never by another stream (no CUDA call). If other streams used it
+ * (record_stream), it is held back until events recorded on them now have
+ * completed, then returns to its allocation stream's pool. */
 void cuda_caching_free(int device, void *p);
 /* p (a live allocation) is also used by work on s. */
 ingot_status cuda_caching_record_stream(int device, void *p, cudaStream_t s);

@@ -20,10 +20,24 @@
 //   scalar loop in the same kernel; k % VEC tail elements are scalar too;
 // - epilogue in float: (acc * scale_a[r] * scale_b[j] + bias[r, j]) then one
 //   rounding to the output dtype (f32/bf16/f16).
+// One-row fast path (gemv1_kernel: MATMUL, n = 1, X the weight's dtype f32/bf16/f16,
+// contiguous and 16-byte aligned, k % VEC == 0, W rows aligned): X is staged raw
+// (k * elsize bytes, one 16-byte load per chunk) in shared memory; each warp owns
+// C whole columns at a time (persistent grid-stride over column tiles) and issues
+// all U*C = 16 of its lanes' 16-byte weight loads of a step (8 KB per warp) before
+// using any; shuffle-only reduction, no barrier after the staging one. The first
+// step's loads are issued before the staging so the X copy hides under them.
+// C = 2, U = 8 when a row is at most 256 chunks (k <= 2048 for 16-bit types), else
+// C = 1, U = 16 (finer column tiles balance the warps better on long rows). Small m
+// with rows over 1024 chunks stays on the general kernel (its block-splits-k mode).
+// Occupancy queries are cached per kernel (host cost per call: cudaSetDevice + one
+// launch + cudaGetLastError).
 // No host sync; launches on the output's current stream (graph-capturable).
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <string.h>
+
+#include <atomic>
 
 #include "cuda_common.cuh"
 #include "gemv.cuh"
@@ -293,6 +307,87 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
   }
 }
 
+// ---- one-row fast path (see the top of the file) ----
+
+// Loads of one step: chunks cl, cl + 32, ..., cl + 32 * (U - 1) of columns j0 .. j0 + C - 1
+// (cl = step start + lane); chunks past the row and columns past m read as zeros.
+template <int U, int C>
+__device__ __forceinline__ void load_step(uint4 (&wv)[U][C], const uint4 *w, int64_t ldc,
+                                          int64_t m, int64_t nch, int64_t j0, int64_t cl) {
+#pragma unroll
+  for (int cc = 0; cc < C; cc++) {
+    const bool ok = j0 + cc < m;
+    const uint4 *row = w + (ok ? j0 + cc : 0) * ldc;
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int64_t c = cl + (int64_t)u * 32;
+      wv[u][cc] = ok && c < nch ? ld_stream(row + c) : make_uint4(0, 0, 0, 0);
+    }
+  }
+}
+
+template <class WT, int C>
+__global__ void __launch_bounds__(kThreads, 2) gemv1_kernel(GemvParams p) {
+  constexpr int U = 16 / C;  // 16 loads of 16 bytes in flight per lane
+  extern __shared__ uint4 xraw[];  // X row, raw: chunk c = elements [c*VEC, c*VEC + VEC)
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t nch = p.nch, m = p.m;  // nch = k / VEC exactly (checked by the host)
+  const int64_t ldc = p.ldw / Wfmt<WT>::VEC;  // row stride in chunks (rows 16-byte aligned)
+  const int64_t tiles = (m + C - 1) / C, nwarps = (int64_t)gridDim.x * kWarps;
+  const uint4 *w = static_cast<const uint4 *>(p.w);
+
+  // Warp-uniform state: current tile and the first chunk of the current step.
+  int64_t tile = (int64_t)blockIdx.x * kWarps + warp, s0 = 0;
+  uint4 wv[U][C];
+  if (tile < tiles) load_step<U, C>(wv, w, ldc, m, nch, tile * C, lane);
+
+  const uint4 *x = static_cast<const uint4 *>(p.x);
+  for (int64_t c = threadIdx.x; c < nch; c += kThreads) xraw[c] = __ldg(x + c);
+  __syncthreads();  // the only barrier: every thread reaches it once
+
+  float acc[C];
+#pragma unroll
+  for (int cc = 0; cc < C; cc++) acc[cc] = 0.f;
+  while (tile < tiles) {
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int64_t c = s0 + lane + (int64_t)u * 32;
+      if (c < nch) {
+        const uint4 xv = xraw[c];
+#pragma unroll
+        for (int q = 0; q < Wfmt<WT>::VEC / 4; q++) {
+          float xf[4];
+          Wfmt<WT>::piece(xv, q, xf);
+#pragma unroll
+          for (int cc = 0; cc < C; cc++) {
+            float f[4];
+            Wfmt<WT>::piece(wv[u][cc], q, f);
+            acc[cc] = fmaf(f[0], xf[0], acc[cc]);
+            acc[cc] = fmaf(f[1], xf[1], acc[cc]);
+            acc[cc] = fmaf(f[2], xf[2], acc[cc]);
+            acc[cc] = fmaf(f[3], xf[3], acc[cc]);
+          }
+        }
+      }
+    }
+    s0 += 32 * U;
+    if (s0 >= nch) {  // tile done (uniform across the warp): reduce, store, next tile
+      const int64_t j0 = tile * C;
+#pragma unroll
+      for (int cc = 0; cc < C; cc++) {
+        float v = acc[cc];
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (lane == cc && j0 + cc < m) store_out(p, 0, j0 + cc, v);
+        acc[cc] = 0.f;
+      }
+      tile += nwarps;
+      s0 = 0;
+    }
+    if (tile < tiles) load_step<U, C>(wv, w, ldc, m, nch, tile * C, s0 + lane);
+  }
+}
+
 int sm_count(int dev) {
   static int cache[64];
   if (dev < 0 || dev >= 64) return 132;
@@ -307,6 +402,26 @@ int sm_count(int dev) {
   return cache[dev];
 }
 
+// Resident blocks of kern per SM at smem bytes, cached in `cache` as
+// (dev + 1) << 48 | smem << 16 | blocks: the query costs microseconds per call.
+template <class K>
+int occupancy(K kern, int dev, size_t smem, std::atomic<uint64_t> &cache) {
+  const uint64_t key = ((uint64_t)(dev + 1) << 48) | ((uint64_t)smem << 16);
+  const uint64_t v = cache.load(std::memory_order_relaxed);
+  if (dev >= 0 && dev < 0xffff && smem < ((size_t)1 << 32) && (v & ~(uint64_t)0xffff) == key)
+    return (int)(v & 0xffff);
+  int per_sm = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, kThreads, smem) !=
+          cudaSuccess || per_sm < 1) {
+    cudaGetLastError();
+    return 1;
+  }
+  if (per_sm > 0xffff) per_sm = 0xffff;
+  if (dev >= 0 && dev < 0xffff && smem < ((size_t)1 << 32))
+    cache.store(key | (uint64_t)per_sm, std::memory_order_relaxed);
+  return per_sm;
+}
+
 template <class WT, int R>
 ingot_status launch_r(GemvParams &p, int dev, cudaStream_t s) {
   constexpr int VEC = Wfmt<WT>::VEC, C = Tune<WT, R>::C;
@@ -319,12 +434,10 @@ ingot_status launch_r(GemvParams &p, int dev, cudaStream_t s) {
         "gemv smem attribute");
     if (st) return st;
   }
-  int per_sm = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, kThreads, smem) !=
-          cudaSuccess || per_sm < 1) {
-    cudaGetLastError();
-    per_sm = 1;
-  }
+  // Queried at the largest staging (48 KB) so that one cache entry serves every k:
+  // registers (launch bounds: 2 blocks of 256 at <= 128) limit residency, not smem.
+  static std::atomic<uint64_t> occ{0};
+  const int per_sm = occupancy(kern, dev, 48 * 1024, occ);
   const int64_t tiles = (p.m + C - 1) / C, cap = (int64_t)sm_count(dev) * per_sm;
   // A warp per tile when that fills a quarter of the warp slots (each lane then
   // has C*U 16-byte loads in flight), else the block splits k (block barriers
@@ -343,6 +456,33 @@ template <class WT> ingot_status launch_w(GemvParams &p, int dev, cudaStream_t s
   if (p.rows <= 2) return launch_r<WT, 2>(p, dev, s);
   if (p.rows <= 4) return launch_r<WT, 4>(p, dev, s);
   return launch_r<WT, 8>(p, dev, s);
+}
+
+// The one-row kernel when it applies and pays (see the top of the file); *used = false:
+// nothing launched, take the general kernel.
+template <class WT, int C>
+ingot_status launch_1c(GemvParams &p, int dev, cudaStream_t s, bool *used) {
+  const size_t smem = (size_t)p.nch * 16;
+  auto kern = gemv1_kernel<WT, C>;
+  // Queried at the largest staging (48 KB) so that one cache entry serves every k:
+  // registers (launch bounds: 2 blocks of 256 at <= 128) limit residency, not smem.
+  static std::atomic<uint64_t> occ{0};
+  const int per_sm = occupancy(kern, dev, 48 * 1024, occ);
+  const int64_t tiles = (p.m + C - 1) / C, cap = (int64_t)sm_count(dev) * per_sm;
+  // Small m with long rows: too few warps would each stream whole rows; the general
+  // kernel's block-splits-k mode spreads them better.
+  if (tiles * 4 < cap * kWarps && p.nch > 32 * (16 / C) * 2) return INGOT_OK;
+  *used = true;
+  int64_t blocks = (tiles + kWarps - 1) / kWarps;
+  if (blocks > cap) blocks = cap;
+  if (blocks < 1) blocks = 1;
+  kern<<<(unsigned)blocks, kThreads, smem, s>>>(p);
+  return launch_status("gemv1 kernel");
+}
+
+template <class WT> ingot_status launch_1(GemvParams &p, int dev, cudaStream_t s, bool *used) {
+  if (p.nch <= 256) return launch_1c<WT, 2>(p, dev, s, used);
+  return launch_1c<WT, 1>(p, dev, s, used);
 }
 
 int vec_of(ingot_dtype dt) {
@@ -397,6 +537,20 @@ ingot_status run(GemvParams &p, ingot_dtype wdt, const ingot_tensor *wt, ingot_t
   if (st) return st;
   cudaStream_t s = stream_of(out);
   (void)wt;
+  // One-row fast path: X of the weight's (non-f8) dtype, contiguous and aligned like W,
+  // k a whole number of 16-byte chunks, X fits the default 48 KB of shared memory.
+  if (p.rows == 1 && p.vec && p.x_dt == (int)wdt && !is_f8(wdt) && p.k > 0 &&
+      p.k % vec == 0 && p.xsk == 1 && (uintptr_t)p.x % 16 == 0 &&
+      (size_t)p.nch * 16 <= 48 * 1024) {
+    bool used = false;
+    switch (wdt) {
+      case INGOT_F32: st = launch_1<float>(p, dev, s, &used); break;
+      case INGOT_BF16: st = launch_1<bf16_t>(p, dev, s, &used); break;
+      case INGOT_F16: st = launch_1<f16_t>(p, dev, s, &used); break;
+      default: break;
+    }
+    if (st || used) return st;
+  }
   switch (wdt) {
     case INGOT_F32: return launch_w<float>(p, dev, s);
     case INGOT_BF16: return launch_w<bf16_t>(p, dev, s);

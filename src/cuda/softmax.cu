@@ -12,10 +12,21 @@
 //        partial kernel writes each slice's (max, sum exp, nan) to scratch; the
 //        normalise kernel (same grid) merges its row's S partials in a fixed order
 //        and writes its slice. Deterministic, no atomics, no host sync.
+//      S > 1 and f32/bf16/f16 (the usual case): ONE cooperative kernel instead: each block
+//        sweeps its slice with 16-byte loads, writes its (max, sum exp, nan) to scratch,
+//        then cg::this_grid().sync() (the driver's grid barrier: needs no zeroed counter
+//        of ours, so it is safe on any stream, concurrently and in graph replays), then
+//        every block merges its row's S partials in a fixed order (deterministic; every
+//        block gets the same answer) and writes its slice, re-reading x from L1/L2. The
+//        cooperative launch guarantees that all blocks are co-resident; the grid is capped
+//        at (occupancy x SMs), queried once per device. Any launch failure falls back to
+//        the two-kernel path.
 //  - strided lines (softmax over a non-last dim): one thread per line, the CPU's three
 //    sequential passes.
 #include <math.h>
 
+#include <atomic>
+#include <cooperative_groups.h>
 #include <type_traits>
 
 #include "cuda_common.cuh"
@@ -270,6 +281,273 @@ __global__ void softmax_line_kernel(const T *__restrict__ in, T *__restrict__ ou
 
 const int kSMs = 132;
 
+// ---- the fused (single launch) path: f32, bf16, f16 ----
+
+// Elements per 16-byte vector.
+template <class T> struct Vec { static constexpr int N = 16 / (int)sizeof(T); };
+
+// 16-byte load of N elements (p 16-byte aligned), converted to float.
+template <class T> __device__ __forceinline__ void load_vec(const T *p, float (&v)[Vec<T>::N]) {
+  uint4 u = __ldg((const uint4 *)p);
+  if constexpr (std::is_same<T, float>::value) {
+    v[0] = __uint_as_float(u.x), v[1] = __uint_as_float(u.y);
+    v[2] = __uint_as_float(u.z), v[3] = __uint_as_float(u.w);
+  } else {
+    uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {  // little endian: the lower address is the low half
+      v[2 * i] = to_acc(T{(uint16_t)(w[i] & 0xffffu)});
+      v[2 * i + 1] = to_acc(T{(uint16_t)(w[i] >> 16)});
+    }
+  }
+}
+
+template <class T> __device__ __forceinline__ void store_vec(T *p, const float (&y)[Vec<T>::N]) {
+  uint4 u;
+  if constexpr (std::is_same<T, float>::value) {
+    u.x = __float_as_uint(y[0]), u.y = __float_as_uint(y[1]);
+    u.z = __float_as_uint(y[2]), u.w = __float_as_uint(y[3]);
+  } else {
+    uint32_t w[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+      w[i] = (uint32_t)from_acc<T>(y[2 * i]).x | ((uint32_t)from_acc<T>(y[2 * i + 1]).x << 16);
+    u.x = w[0], u.y = w[1], u.z = w[2], u.w = w[3];
+  }
+  *(uint4 *)p = u;
+}
+
+// Adds N values to a thread's running (m, s, nan): one rescale per vector at most.
+// fmaxf skips NaN (the flag records it; a NaN line's s does not matter); nothing is added
+// while m is -inf (every value so far is -inf or NaN), so exp(-inf - -inf) never happens;
+// an m of +inf makes the line NaN in ms_final whatever s is.
+template <int N> __device__ __forceinline__ void ts_add_vec(TS<float> &t, const float (&v)[N]) {
+  float mx = v[0];
+  int nan = v[0] != v[0];
+#pragma unroll
+  for (int i = 1; i < N; i++) mx = fmaxf(mx, v[i]), nan |= v[i] != v[i];
+  t.nan |= nan;
+  if (mx > t.m) {
+    t.s *= expf(t.m - mx);  // t.m = -inf: s is 0 and exp(-inf) is 0
+    t.m = mx;
+  }
+  if (t.m != -INFINITY) {
+    float a = 0;
+#pragma unroll
+    for (int i = 0; i < N; i++) a += expf(v[i] - t.m);
+    t.s += a;
+  }
+}
+
+// First index >= lo whose address is 16-byte aligned (clamped to hi).
+template <class T> __device__ __forceinline__ int64_t align_up(const T *x, int64_t lo, int64_t hi) {
+  constexpr int N = Vec<T>::N;
+  int64_t mis = (int64_t)(((uintptr_t)(x + lo) & 15) / sizeof(T));
+  int64_t a = lo + (mis ? N - mis : 0);
+  return a < hi ? a : hi;
+}
+
+// Stats of x[lo, hi): scalar head, 16-byte vectors (4 loads in flight per thread), tail.
+template <class T>
+__device__ __forceinline__ void vsweep_stats(const T *x, int64_t lo, int64_t hi, MS<float> &out) {
+  constexpr int N = Vec<T>::N;
+  TS<float> t{-INFINITY, 0.f, 0};
+  int64_t a0 = ((uintptr_t)x % sizeof(T)) ? hi : align_up(x, lo, hi);
+  int64_t nv = (hi - a0) / N, a1 = a0 + nv * N;
+  for (int64_t k = lo + threadIdx.x; k < a0; k += blockDim.x) t.add(to_acc(x[k]));
+  const T *xv = x + a0;
+  const int64_t bd = blockDim.x;
+  int64_t k = threadIdx.x;
+  for (; k + 3 * bd < nv; k += 4 * bd) {
+    float v0[N], v1[N], v2[N], v3[N];
+    load_vec(xv + k * N, v0), load_vec(xv + (k + bd) * N, v1);
+    load_vec(xv + (k + 2 * bd) * N, v2), load_vec(xv + (k + 3 * bd) * N, v3);
+    ts_add_vec(t, v0), ts_add_vec(t, v1), ts_add_vec(t, v2), ts_add_vec(t, v3);
+  }
+  for (; k < nv; k += bd) {
+    float v[N];
+    load_vec(xv + k * N, v);
+    ts_add_vec(t, v);
+  }
+  for (int64_t j = a1 + threadIdx.x; j < hi; j += blockDim.x) t.add(to_acc(x[j]));
+  MS<float> o{t.m, (double)t.s, t.nan};
+  ms_merge(out, o);
+}
+
+template <class T> __device__ __forceinline__ float sm_out(float v, float m, float r, bool logsm) {
+  return logsm ? (v - m) - r : expf(v - m) * r;
+}
+
+// Outputs of y[lo, hi): 16-byte vectors where x and y share their misalignment.
+template <class T>
+__device__ __forceinline__ void vsweep_out(const T *x, T *y, int64_t lo, int64_t hi, float m,
+                                           float r, bool logsm) {
+  constexpr int N = Vec<T>::N;
+  bool same = ((uintptr_t)x % sizeof(T)) == 0 && ((uintptr_t)y % sizeof(T)) == 0 &&
+              ((uintptr_t)(x + lo) & 15) == ((uintptr_t)(y + lo) & 15);
+  int64_t a0 = same ? align_up(x, lo, hi) : hi;
+  int64_t nv = (hi - a0) / N, a1 = a0 + nv * N;
+  for (int64_t k = lo + threadIdx.x; k < a0; k += blockDim.x)
+    y[k] = out_of<T>(sm_out<T>(to_acc(x[k]), m, r, logsm));
+  const int64_t bd = blockDim.x;
+  int64_t k = threadIdx.x;
+  for (; k + bd < nv; k += 2 * bd) {  // two loads in flight before the stores
+    float v0[N], v1[N], o[N];
+    load_vec(x + a0 + k * N, v0), load_vec(x + a0 + (k + bd) * N, v1);
+#pragma unroll
+    for (int i = 0; i < N; i++) o[i] = sm_out<T>(v0[i], m, r, logsm);
+    store_vec(y + a0 + k * N, o);
+#pragma unroll
+    for (int i = 0; i < N; i++) o[i] = sm_out<T>(v1[i], m, r, logsm);
+    store_vec(y + a0 + (k + bd) * N, o);
+  }
+  for (; k < nv; k += bd) {
+    float v[N], o[N];
+    load_vec(x + a0 + k * N, v);
+#pragma unroll
+    for (int i = 0; i < N; i++) o[i] = sm_out<T>(v[i], m, r, logsm);
+    store_vec(y + a0 + k * N, o);
+  }
+  for (int64_t k = a1 + threadIdx.x; k < hi; k += blockDim.x)
+    y[k] = out_of<T>(sm_out<T>(to_acc(x[k]), m, r, logsm));
+}
+
+// Block (slice, row): stats of its slice -> part; grid barrier; merge the row's partials
+// (warp 0, fixed order); write the slice. Launched cooperatively only.
+template <class T>
+__global__ void __launch_bounds__(SM_THREADS)
+    softmax_fused_kernel(const T *__restrict__ in, T *__restrict__ out, Lines l, int64_t chunk,
+                         Part *part, bool logsm) {
+  __shared__ MS<float> sh[33];
+  __shared__ MS<float> res;
+  int S = gridDim.x, s = blockIdx.x;
+  int64_t row = blockIdx.y, io, oo;
+  line_offsets(l, row, io, oo);
+  int64_t lo = (int64_t)s * chunk, hi = lo + chunk < l.len ? lo + chunk : l.len;
+  MS<float> t;
+  ms_init(t);
+  vsweep_stats(in + io, lo, hi, t);
+  t = ms_block(t, sh);
+  if (threadIdx.x == 0) part[row * S + s] = Part{(double)t.m, t.s, t.nan};
+  // All partials written (the barrier fences; the reads below bypass L1).
+  cooperative_groups::this_grid().sync();
+  if (threadIdx.x < 32) {
+    int lane = threadIdx.x;
+    MS<float> u;
+    ms_init(u);
+    for (int k = lane; k < S; k += 32) {
+      const Part *p = part + row * S + k;
+      MS<float> o{(float)__ldcg(&p->m), __ldcg(&p->s), __ldcg(&p->nan)};
+      ms_merge(u, o);
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+      MS<float> o = ms_shfl_down(u, off);
+      if (lane + off < 32) ms_merge(u, o);
+    }
+    if (lane == 0) res = u;
+  }
+  __syncthreads();
+  float m, r;
+  ms_final(res, logsm, m, r);
+  vsweep_out(in + io, out + oo, lo, hi, m, r, logsm);
+}
+
+template <class T> struct FusedOk { static constexpr bool value = false; };
+template <> struct FusedOk<float> { static constexpr bool value = true; };
+template <> struct FusedOk<bf16_t> { static constexpr bool value = true; };
+template <> struct FusedOk<f16_t> { static constexpr bool value = true; };
+
+constexpr int kMaxDev = 64;
+// Per device: SMs (0: not queried, -1: no cooperative launch) and, per dtype (f32, bf16,
+// f16), resident fused blocks per SM (0: not queried). Queried once; idempotent races.
+std::atomic<int> g_sms[kMaxDev];
+std::atomic<int> g_occ[kMaxDev][3];
+
+template <class T> constexpr int fused_slot() {
+  return std::is_same<T, float>::value ? 0 : std::is_same<T, bf16_t>::value ? 1 : 2;
+}
+
+// Blocks of softmax_fused_kernel<T> that can be resident at once on dev (0: none/unknown).
+template <class T> int64_t fused_capacity(int dev) {
+  if (dev < 0 || dev >= kMaxDev) return 0;
+  int sms = g_sms[dev].load(std::memory_order_relaxed);
+  if (sms == 0) {
+    int coop = 0, n = 0;
+    if (cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+      (void)cudaGetLastError();
+      coop = 0;
+    }
+    sms = coop && n > 0 ? n : -1;
+    g_sms[dev].store(sms, std::memory_order_relaxed);
+  }
+  if (sms < 0) return 0;
+  std::atomic<int> &oc = g_occ[dev][fused_slot<T>()];
+  int occ = oc.load(std::memory_order_relaxed);
+  if (occ == 0) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, softmax_fused_kernel<T>, SM_THREADS,
+                                                      0) != cudaSuccess) {
+      (void)cudaGetLastError();
+      occ = 0;
+    }
+    occ = occ > 0 ? occ : -1;
+    oc.store(occ, std::memory_order_relaxed);
+  }
+  return occ > 0 ? (int64_t)occ * sms : 0;
+}
+
+// One cooperative launch for rows split in slices; false: not applicable or the launch was
+// refused (nothing queued), the caller then takes the two-kernel path.
+template <class T>
+bool launch_fused(const T *in, T *out, const Lines &l, bool logsm, int dev, cudaStream_t st,
+                  ingot_status &rc) {
+  if constexpr (!FusedOk<T>::value) {
+    return false;
+  } else {
+    // A refused cooperative launch would invalidate a capture: graphs take
+    // the two-kernel path.
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(st, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone)
+      return false;
+    int64_t cap = fused_capacity<T>(dev);
+    if (cap <= 0 || l.count > 65535) return false;
+    int64_t target = cap < kSMs * 8 ? cap : kSMs * 8;
+    int64_t S = target / l.count;
+    if (S > l.len / 1024) S = l.len / 1024;
+    if (S > 128) S = 128;
+    if (S < 2) return false;
+    constexpr int N = Vec<T>::N;
+    int64_t chunk = (l.len + S - 1) / S;
+    chunk = (chunk + N - 1) / N * N;  // slices start on 16-byte boundaries of aligned rows
+    S = (l.len + chunk - 1) / chunk;
+    if (S < 2 || S * l.count > cap) return false;
+    Part *part = (Part *)cuda_scratch_alloc(dev, (size_t)(l.count * S) * sizeof(Part), st);
+    if (!part) {
+      rc = ingot_set_error(INGOT_ERR_OOM, "cuda softmax: no scratch memory");
+      return true;
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)S, (unsigned)l.count, 1);
+    cfg.blockDim = dim3(SM_THREADS, 1, 1);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = st;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeCooperative;
+    attr[0].val.cooperative = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    cudaError_t e = cudaLaunchKernelEx(&cfg, softmax_fused_kernel<T>, in, out, l, chunk, part,
+                                       logsm);
+    cuda_scratch_free(dev, part, st);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();  // not queued: take the two-kernel path
+      return false;
+    }
+    rc = INGOT_OK;
+    return true;
+  }
+}
+
 template <class T>
 ingot_status launch_softmax(const ingot_op_args *a, const Lines &l, int dev, cudaStream_t st) {
   const T *in = (const T *)ingot_tensor_data(a->in[0]);
@@ -290,6 +568,10 @@ ingot_status launch_softmax(const ingot_op_args *a, const Lines &l, int dev, cud
     if (S > l.len / 1024) S = l.len / 1024;
     if (S > 128) S = 128;
     if (S < 1) S = 1;
+  }
+  if (S > 1) {
+    ingot_status frc = INGOT_OK;
+    if (launch_fused<T>(in, out, l, logsm, dev, st, frc)) return frc;
   }
   if (S == 1) {
     int64_t blocks = l.count < kSMs * 32 ? l.count : kSMs * 32;

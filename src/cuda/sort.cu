@@ -14,7 +14,17 @@
 // m of every row into the outputs (position = e - row * n). Only two CUB instantiations:
 // <uint32, int64> and <uint64, int64>.
 //
-// Topk with k <= 64 and rows shorter than 2^32: each row is split over `bpr` blocks of 256
+// Topk with k <= 32, keys up to 32 bits (all dtypes but 64-bit ones) and rows shorter than
+// 2^32 (the fast path, "warp-list" below): a row is split over `bpr` blocks (at most one wave
+// of resident blocks over the device, >= 1024 elements a block); each warp keeps one sorted
+// k-list spread over its lanes and filters elements against its k-th entry (f32 rows with unit
+// stride load float4 and filter in float); warps' lists merge by rank in shared memory. With
+// bpr > 1 one launch does all: blocks write k candidates to a persistent per-(device, stream)
+// buffer, __threadfence, bump the row's arrival counter, and the row's last block merges and
+// resets the counter to 0 (no scratch allocation, memset or second launch). Without that
+// buffer (graph capture, > 16 streams) the candidates go to scratch and a merge kernel follows.
+//
+// Other topk with k <= 64 and rows shorter than 2^32: each row is split over `bpr` blocks of 256
 // threads; every thread keeps a sorted register list of its K best candidates (K = 8/16/32/64
 // bucket >= k, pairs stop at 32; a candidate is (key << 32 | position) in one uint64 for keys up to 32 bits, a
 // key/position pair for 64-bit dtypes); a warp merges its 32 lists by k rounds of shuffle-min,
@@ -22,6 +32,8 @@
 // otherwise blocks write k candidates each to scratch and a second kernel (one block per row)
 // merges the bpr * k candidates the same way. No host sync (scratch aside).
 #include <cub/cub.cuh>
+
+#include <mutex>
 
 #include "cuda_common.cuh"
 
@@ -329,6 +341,256 @@ topk_merge_kernel(const char *x, int es, RowGeom g, int k, int64_t rows, int64_t
   }
 }
 
+// ---- warp-list topk (k <= 32, keys up to 32 bits): the fast path ----
+//
+// A warp keeps one sorted list of its k best packed candidates, lane i holding the i-th
+// (lanes >= k hold the sentinel ~0). Elements are filtered against the list's k-th entry
+// (thr) first — after warm-up nearly all fail, so the common cost per element is a load and
+// a compare; survivors of a 32-lane slot are inserted one by one (ballot / shfl_up), or, when
+// more than 6 survive, bitonic-sorted across the warp and merged with the list. The filter is
+// conservative (it may pass a non-improving element); insertion is exact.
+
+constexpr unsigned FULL = 0xffffffffu;
+constexpr int WT_VEC = 4;   // float4 loads per lane per iteration (f32 fast path)
+constexpr int WT_GEN = 8;   // scalar loads per lane per iteration (other dtypes / strided)
+typedef unsigned long long u64;
+
+__device__ __forceinline__ u64 umin64(u64 a, u64 b) { return a < b ? a : b; }
+__device__ __forceinline__ u64 umax64(u64 a, u64 b) { return a < b ? b : a; }
+
+// Ascending bitonic sort of one value per lane over the warp.
+__device__ __forceinline__ u64 warp_sort32(u64 x, int lane) {
+#pragma unroll
+  for (int size = 2; size <= 32; size <<= 1) {
+#pragma unroll
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+      u64 y = __shfl_xor_sync(FULL, x, stride);
+      bool keep_min = ((lane & stride) == 0) == ((lane & size) == 0);
+      x = keep_min ? umin64(x, y) : umax64(x, y);
+    }
+  }
+  return x;
+}
+
+// Sorts a bitonic sequence (one value per lane) ascending.
+__device__ __forceinline__ u64 warp_bitonic_merge32(u64 x, int lane) {
+#pragma unroll
+  for (int stride = 16; stride > 0; stride >>= 1) {
+    u64 y = __shfl_xor_sync(FULL, x, stride);
+    x = (lane & stride) == 0 ? umin64(x, y) : umax64(x, y);
+  }
+  return x;
+}
+
+// Inserts the warp-uniform candidate c into the list (no-op when not among the k best).
+__device__ __forceinline__ void wl_insert(u64 &v, u64 c, int k, int lane) {
+  int pos = __popc(__ballot_sync(FULL, v < c));  // the list is sorted: a prefix is better
+  u64 up = __shfl_up_sync(FULL, v, 1);
+  if (lane < k) {
+    if (lane == pos) v = c;
+    else if (lane > pos) v = up;
+  }
+}
+
+// Offers one candidate per lane (~0 = none) to the list; thr is kept = list[k - 1].
+// Candidates must differ from each other and from the list (sentinels aside).
+__device__ __forceinline__ void wl_offer(u64 &v, u64 &thr, u64 c, int k, int lane) {
+  unsigned m = __ballot_sync(FULL, c < thr);
+  if (!m) return;
+  if (__popc(m) > 6) {
+    // The k best of list ∪ candidates: sort the candidates, reverse them against the
+    // ascending list; the lane-wise min is bitonic and holds the 32 smallest of the union.
+    u64 s = warp_sort32(c, lane);
+    u64 rev = __shfl_sync(FULL, s, 31 - lane);
+    u64 x = warp_bitonic_merge32(umin64(v, rev), lane);
+    v = lane < k ? x : ~0ull;
+  } else {
+    do {
+      int src = __ffs(m) - 1;
+      wl_insert(v, __shfl_sync(FULL, c, src), k, lane);
+      thr = __shfl_sync(FULL, v, k - 1);
+      m &= m - 1;
+      m &= __ballot_sync(FULL, c < thr);
+    } while (m);
+    return;
+  }
+  thr = __shfl_sync(FULL, v, k - 1);
+}
+
+// The float whose f32 key (before the flip) is the key of thr: the filter's bound.
+__device__ __forceinline__ float thr_f32(u64 thr, uint32_t flip) {
+  uint32_t key = (uint32_t)(thr >> 32) ^ flip;
+  return __uint_as_float((key & 0x80000000u) ? (key ^ 0x80000000u) : ~key);
+}
+
+// Any dtype with keys up to 32 bits, any stride: elements [lo, hi) of the row.
+template <int ES>
+__device__ __forceinline__ void wt_scan_gen(u64 &v, u64 &thr, const char *x, int64_t isd,
+                                            int64_t lo, int64_t hi, int dt, uint32_t flip,
+                                            int k, int lane) {
+  using R = typename raw_of<ES>::type;
+  const R *p = (const R *)x;
+  // The loop bound is block-uniform: every lane takes every iteration (warp collectives).
+  for (int64_t base = lo; base < hi; base += (int64_t)blockDim.x * WT_GEN) {
+    R w[WT_GEN];
+#pragma unroll
+    for (int u = 0; u < WT_GEN; u++) {
+      int64_t j = base + (int64_t)u * blockDim.x + threadIdx.x;
+      w[u] = j < hi ? p[j * isd] : R(0);
+    }
+    uint32_t tk = (uint32_t)(thr >> 32), key[WT_GEN];
+    unsigned pass = 0;
+#pragma unroll
+    for (int u = 0; u < WT_GEN; u++) {
+      int64_t j = base + (int64_t)u * blockDim.x + threadIdx.x;
+      key[u] = (uint32_t)(raw_key(dt, (uint64_t)w[u]) ^ flip);
+      if (j < hi && key[u] <= tk) pass |= 1u << u;  // ties pass; insertion decides exactly
+    }
+    if (__any_sync(FULL, pass != 0)) {
+#pragma unroll
+      for (int u = 0; u < WT_GEN; u++) {
+        int64_t j = base + (int64_t)u * blockDim.x + threadIdx.x;
+        u64 c = (pass >> u) & 1 ? make_cand<u64>(key[u], j) : ~0ull;
+        wl_offer(v, thr, c, k, lane);
+      }
+    }
+  }
+}
+
+// f32, unit stride, 16-byte aligned row, lo a multiple of 4: float4 loads over the whole
+// quads of [lo, hi), the last < 4 elements by wt_scan_gen.
+__device__ __forceinline__ void wt_scan_f32(u64 &v, u64 &thr, const char *x, int64_t lo,
+                                            int64_t hi, uint32_t flip, int k, int lane) {
+  const float4 *p = (const float4 *)x;
+  int64_t q1 = hi >> 2;
+  bool largest = flip != 0;
+  for (int64_t base = lo >> 2; base < q1; base += (int64_t)blockDim.x * WT_VEC) {
+    float4 w[WT_VEC];
+#pragma unroll
+    for (int u = 0; u < WT_VEC; u++) {
+      int64_t q = base + (int64_t)u * blockDim.x + threadIdx.x;
+      w[u] = q < q1 ? __ldcs(p + q) : make_float4(0.f, 0.f, 0.f, 0.f);  // read once: stream
+    }
+    // Drop e when it is strictly worse than thr as a float (never when e or tv is NaN):
+    // then its key is strictly worse too, so it cannot enter the list.
+    float tv = thr_f32(thr, flip);
+    unsigned pass = 0;
+#pragma unroll
+    for (int u = 0; u < WT_VEC; u++) {
+      int64_t q = base + (int64_t)u * blockDim.x + threadIdx.x;
+      float e[4] = {w[u].x, w[u].y, w[u].z, w[u].w};
+#pragma unroll
+      for (int c = 0; c < 4; c++) {
+        bool ok = largest ? !(e[c] < tv) : !(e[c] > tv);
+        if (q < q1 && ok) pass |= 1u << (u * 4 + c);
+      }
+    }
+    if (__any_sync(FULL, pass != 0)) {
+#pragma unroll
+      for (int u = 0; u < WT_VEC; u++) {
+        int64_t q = base + (int64_t)u * blockDim.x + threadIdx.x;
+        float e[4] = {w[u].x, w[u].y, w[u].z, w[u].w};
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+          uint64_t key = raw_key(INGOT_F32, (uint64_t)__float_as_uint(e[c])) ^ flip;
+          u64 cand = (pass >> (u * 4 + c)) & 1 ? make_cand<u64>(key, q * 4 + c) : ~0ull;
+          wl_offer(v, thr, cand, k, lane);
+        }
+      }
+    }
+  }
+  int64_t t0 = q1 << 2;  // >= lo, as lo is a multiple of 4
+  if (t0 < hi) wt_scan_gen<4>(v, thr, x, 1, t0, hi, INGOT_F32, flip, k, lane);
+}
+
+// The k best of the block's warp lists into best[0..k) (shared), by rank (ties in the
+// sentinels broken by slot, so ranks are a permutation); ends with a barrier.
+__device__ __forceinline__ void wt_block_best(u64 v, int k, u64 *wb, u64 *best) {
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, tot = (blockDim.x >> 5) * k;
+  if (lane < k) wb[warp * k + lane] = v;
+  __syncthreads();
+  for (int i = threadIdx.x; i < tot; i += blockDim.x) {
+    u64 c = wb[i];
+    int rank = 0;
+    for (int j = 0; j < tot; j++) {
+      u64 d = wb[j];
+      rank += (d < c || (d == c && j < i)) ? 1 : 0;
+    }
+    if (rank < k) best[rank] = c;
+  }
+  __syncthreads();
+}
+
+// Merges the row's `total` candidates (cand, written by other blocks: read from L2) and
+// writes the final row r.
+__device__ __forceinline__ void wt_merge_row(const u64 *cand, int64_t total, int k,
+                                             const char *x, int es, const RowGeom &g,
+                                             int64_t r, char *vout, int64_t *xout, u64 *wb,
+                                             u64 *best) {
+  int lane = threadIdx.x & 31;
+  u64 v = ~0ull, thr = ~0ull;
+  for (int64_t base = 0; base < total; base += blockDim.x) {
+    int64_t i = base + threadIdx.x;
+    wl_offer(v, thr, i < total ? __ldcg(cand + i) : ~0ull, k, lane);
+  }
+  wt_block_best(v, k, wb, best);
+  write_row(best, k, x, es, g, r, vout, xout);
+}
+
+// Block (row r, part b) selects the k best of its chunk. bpr == 1: writes the row. Else
+// writes k candidates to cand[(r * bpr + b) * k ...]; with cnt (fused mode) the last block
+// of the row to finish (per-row arrival counter) merges the row and resets its counter to 0
+// for the next launch; without cnt, wt_merge_kernel follows.
+template <bool VEC, int ES>
+__global__ void __launch_bounds__(TOPK_THREADS)
+wt_part_kernel(const char *x, int dt, int es, RowGeom g, int64_t n, int k, int64_t rows,
+               int64_t bpr, int64_t chunk, uint32_t flip, u64 *cand, unsigned *cnt,
+               char *vout, int64_t *xout) {
+  __shared__ u64 wb[TOPK_WARPS * 32];
+  __shared__ u64 best[32];
+  __shared__ int last;
+  int lane = threadIdx.x & 31;
+  for (int64_t blk = blockIdx.x; blk < rows * bpr; blk += gridDim.x) {
+    int64_t r = blk / bpr, b = blk - r * bpr, io, vo, xo;
+    row_offsets(g, r, io, vo, xo);
+    const char *row = x + io * es;
+    int64_t lo = b * chunk, hi = lo + chunk < n ? lo + chunk : n;
+    u64 v = ~0ull, thr = ~0ull;
+    if constexpr (VEC) wt_scan_f32(v, thr, row, lo, hi, flip, k, lane);
+    else wt_scan_gen<ES>(v, thr, row, g.isd, lo, hi, dt, flip, k, lane);
+    wt_block_best(v, k, wb, best);
+    if (bpr == 1) {
+      write_row(best, k, x, es, g, r, vout, xout);
+    } else {
+      if (threadIdx.x < k) cand[blk * k + threadIdx.x] = best[threadIdx.x];
+      if (cnt) {
+        __threadfence();  // this block's candidates are visible before its arrival counts
+        __syncthreads();
+        if (threadIdx.x == 0) last = atomicAdd(cnt + r, 1u) == (unsigned)(bpr - 1);
+        __syncthreads();
+        if (last) {  // block-uniform
+          __threadfence();  // the other blocks' candidates (fenced before their arrival)
+          wt_merge_row(cand + r * bpr * k, bpr * k, k, x, es, g, r, vout, xout, wb, best);
+          if (threadIdx.x == 0) cnt[r] = 0;  // every block of the row has arrived
+        }
+      }
+    }
+    __syncthreads();  // shared memory is reused by the next grid-stride iteration
+  }
+}
+
+// Two-launch mode: one block per row merges the row's bpr * k candidates.
+__global__ void __launch_bounds__(TOPK_THREADS)
+wt_merge_kernel(const char *x, int es, RowGeom g, int k, int64_t rows, int64_t bpr,
+                const u64 *cand, char *vout, int64_t *xout) {
+  __shared__ u64 wb[TOPK_WARPS * 32];
+  __shared__ u64 best[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    wt_merge_row(cand + r * bpr * k, bpr * k, k, x, es, g, r, vout, xout, wb, best);
+    __syncthreads();
+  }
+}
+
 // ---- host side ----
 
 inline size_t align_up(size_t v) { return (v + 255) & ~(size_t)255; }
@@ -464,6 +726,131 @@ ingot_status topk_small(ingot_op_args *a, int dev, cudaStream_t s, const RowGeom
   return st;
 }
 
+// ---- warp-list topk, host side ----
+
+constexpr int kWtMaxDevices = 64, kWtStreams = 16;
+constexpr int64_t kWtRows = 4096;              // counters per stream (rows of a fused call)
+constexpr int64_t kWtCands = 4096 * 32;        // candidate slots per stream (blocks * k)
+constexpr size_t kWtCntBytes = kWtRows * sizeof(unsigned);
+
+// Per (device, stream): arrival counters (all 0 between launches: zeroed once at creation,
+// reset by each row's last block) and candidate slots, allocated once and never grown or
+// freed (launches on one stream run in order, so they never share them concurrently).
+struct WtDev {
+  std::once_flag once;
+  int target = 0;  // resident blocks of wt_part_kernel on the whole device (0: unknown)
+  std::mutex mu;
+  int n = 0;
+  cudaStream_t s[kWtStreams];
+  char *buf[kWtStreams];
+};
+WtDev g_wt[kWtMaxDevices];
+
+int wt_target(int dev) {
+  WtDev &d = g_wt[dev];
+  std::call_once(d.once, [&d, dev] {
+    int sms = 0, per_sm = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, wt_part_kernel<true, 4>,
+                                                      TOPK_THREADS, 0) != cudaSuccess) {
+      cudaGetLastError();
+      sms = 132, per_sm = 2;
+    }
+    if (per_sm < 1) per_sm = 1;
+    d.target = sms * per_sm;
+  });
+  return d.target > 0 ? d.target : 264;
+}
+
+// The stream's counters and candidate slots, or null (then two launches with scratch).
+// Never while the stream captures a graph: replays may run on other streams, concurrently
+// with eager work on this one.
+char *wt_buffer(int dev, cudaStream_t s) {
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(s, &cap) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  if (cap != cudaStreamCaptureStatusNone) return nullptr;
+  WtDev &d = g_wt[dev];
+  std::lock_guard<std::mutex> lock(d.mu);
+  for (int i = 0; i < d.n; i++)
+    if (d.s[i] == s) return d.buf[i];
+  if (d.n == kWtStreams) return nullptr;
+  char *p = nullptr;
+  if (cudaMalloc((void **)&p, kWtCntBytes + kWtCands * sizeof(u64)) != cudaSuccess) {
+    cudaGetLastError();
+    p = nullptr;  // remembered as "none" for this stream
+  } else if (cudaMemsetAsync(p, 0, kWtCntBytes, s) != cudaSuccess) {  // ordered before use on s
+    cudaGetLastError();
+    cudaFree(p);
+    p = nullptr;
+  }
+  d.s[d.n] = s;
+  d.buf[d.n++] = p;
+  return p;
+}
+
+// topk with k <= 32 of a dtype whose keys fit 32 bits, rows shorter than 2^32.
+ingot_status topk_warp(ingot_op_args *a, int dev, cudaStream_t s, const RowGeom &g, int64_t n,
+                       int64_t rows, int k, bool flip) {
+  const ingot_tensor *t = a->in[0];
+  int dt = ingot_dtype_of(t), es = (int)ingot_dtype_size(ingot_dtype_of(t));
+  uint32_t fm = flip ? (uint32_t)bits_mask(key_bits(dt)) : 0u;
+  const char *x = (const char *)ingot_tensor_data(t);
+  // float4 loads: f32, unit stride, every row start 16-byte aligned.
+  bool vec = dt == INGOT_F32 && g.isd == 1 && ((uintptr_t)x & 15) == 0;
+  for (int i = 0; i < g.nd && vec; i++)
+    if (g.shape[i] > 1 && (g.ist[i] & 3) != 0) vec = false;
+  // Parts per row: at most one wave of blocks over the device, >= 1024 elements a part; the
+  // part length is a multiple of 4 (aligned float4 loads in every part).
+  const int64_t target = wt_target(dev), min_chunk = 1024;
+  int64_t bpr = target / rows, most = (n + min_chunk - 1) / min_chunk;
+  if (bpr > most) bpr = most;
+  if (bpr < 1) bpr = 1;
+  int64_t chunk = (n + bpr - 1) / bpr;
+  chunk = (chunk + 3) & ~(int64_t)3;
+  bpr = (n + chunk - 1) / chunk;  // no empty parts
+  char *vout = (char *)ingot_tensor_data(a->out[0]);
+  int64_t *xout = (int64_t *)ingot_tensor_data(a->out[1]);
+  int64_t blocks = rows * bpr;
+  unsigned grid = (unsigned)(blocks < 65535 * 16 ? blocks : 65535 * 16);
+  u64 *cand = nullptr;
+  unsigned *cnt = nullptr;
+  bool scratch = false;
+  if (bpr > 1) {
+    char *buf = rows <= kWtRows && blocks * k <= kWtCands ? wt_buffer(dev, s) : nullptr;
+    if (buf) {
+      cnt = (unsigned *)buf;
+      cand = (u64 *)(buf + kWtCntBytes);
+    } else {
+      cand = (u64 *)cuda_scratch_alloc(dev, sizeof(u64) * (size_t)(blocks * k), s);
+      if (!cand) return ingot_set_error(INGOT_ERR_OOM, "topk: out of device memory");
+      scratch = true;
+    }
+  }
+  if (vec)
+    wt_part_kernel<true, 4><<<grid, TOPK_THREADS, 0, s>>>(x, dt, es, g, n, k, rows, bpr, chunk,
+                                                          fm, cand, cnt, vout, xout);
+  else if (es == 1)
+    wt_part_kernel<false, 1><<<grid, TOPK_THREADS, 0, s>>>(x, dt, es, g, n, k, rows, bpr, chunk,
+                                                           fm, cand, cnt, vout, xout);
+  else if (es == 2)
+    wt_part_kernel<false, 2><<<grid, TOPK_THREADS, 0, s>>>(x, dt, es, g, n, k, rows, bpr, chunk,
+                                                           fm, cand, cnt, vout, xout);
+  else
+    wt_part_kernel<false, 4><<<grid, TOPK_THREADS, 0, s>>>(x, dt, es, g, n, k, rows, bpr, chunk,
+                                                           fm, cand, cnt, vout, xout);
+  ingot_status st = launch_status("topk");
+  if (!st && bpr > 1 && !cnt) {
+    unsigned g2 = (unsigned)(rows < 65535 * 16 ? rows : 65535 * 16);
+    wt_merge_kernel<<<g2, TOPK_THREADS, 0, s>>>(x, es, g, k, rows, bpr, cand, vout, xout);
+    st = launch_status("topk");
+  }
+  if (scratch) cuda_scratch_free(dev, cand, s);
+  return st;
+}
+
 template <class C>
 ingot_status topk_bucket(ingot_op_args *a, int dev, cudaStream_t s, const RowGeom &g, int64_t n,
                          int64_t rows, int k, bool flip) {
@@ -495,6 +882,7 @@ ingot_status k_sort_topk(ingot_op_args *a) {
   // Register top-k: packed candidates up to k = 64; key/position pairs (64-bit dtypes) up to
   // k = 32 (K = 64 pairs spill registers); the rest takes the full sort.
   if (topk && n < (int64_t)UINT32_MAX) {
+    if (bits <= 32 && m <= 32 && dev < kWtMaxDevices) return topk_warp(a, dev, s, g, n, rows, (int)m, flip);
     if (bits <= 32 && m <= 64)
       return topk_bucket<unsigned long long>(a, dev, s, g, n, rows, (int)m, flip);
     if (bits == 64 && m <= 32) return topk_bucket<KP>(a, dev, s, g, n, rows, (int)m, flip);

@@ -26,8 +26,7 @@ void *cuda_scratch_alloc(int device, size_t nbytes, cudaStream_t s) {
 
 void cuda_scratch_free(int device, void *p, cudaStream_t s) {
   /* The block belongs to s (it was allocated there): the allocator hands it
-   * only to work queued on s after this point, or to other streams once an
-   * event recorded now has passed. */
+   * only to work queued on s after this point (stream order). */
   (void)s;
   cuda_caching_free(device, p);
 }

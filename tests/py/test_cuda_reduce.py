@@ -311,6 +311,19 @@ def test_softmax_vocab(op, rows):
     diff("ingot_" + op, v, 1)
 
 
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("dt", ["float32", "bfloat16", "float16"])
+def test_softmax_long_rows(op, dt):
+    """Few long rows (the single-launch cooperative path): 3 rows of an odd length, a NaN
+    in one row and a -inf prefix in another, plus an offset (misaligned) view."""
+    a = (rng.standard_normal((3, 1000003)) * 4).astype(np.float32)
+    a[1, 777777] = np.nan
+    a[2, :300000] = -np.inf
+    diff("ingot_" + op, tensor(a.astype(NP[dt])), 1)
+    v = call("ingot_narrow", tensor(a.astype(NP[dt])), 1, 3, 999999)
+    diff("ingot_" + op, v, -1)
+
+
 # ----------------------------------------------------- > 2^31 elements ----
 
 def test_reductions_over_2_31_elements():
