@@ -6,9 +6,13 @@
 #include "device.h"
 #include "dtype.h"
 #include "error.h"
+#include "gguf.h"
+#include "model.h"
 #include "ops.h"
+#include "quant.h"
 #include "stream.h"
 #include "tensor.h"
+#include "tokenizer.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -5,64 +5,24 @@
 #include <math.h>
 #include <stdatomic.h>
 
+#include "../core/scalar_ops.h"
 #include "elementwise_loop.h"
-
-static inline bool is_neg(int64_t v) { return v < 0; }
 
 /* Integer division by zero is flagged in ctx (an atomic_int) and yields 0. */
 static inline int64_t i_floordiv(int64_t a, int64_t b, void *ctx) {
-  if (b == 0) {
-    atomic_store_explicit((atomic_int *)ctx, 1, memory_order_relaxed);
-    return 0;
-  }
-  if (b == -1) return (int64_t)(0 - (uint64_t)a); /* INT64_MIN / -1 wraps */
-  int64_t q = a / b;
-  if (a % b != 0 && ((a < 0) != (b < 0))) q--;
+  bool zero = false;
+  int64_t q = so_i_floordiv(a, b, &zero);
+  if (zero) atomic_store_explicit((atomic_int *)ctx, 1, memory_order_relaxed);
   return q;
 }
 static inline int64_t i_remainder(int64_t a, int64_t b, void *ctx) {
-  if (b == 0) {
-    atomic_store_explicit((atomic_int *)ctx, 1, memory_order_relaxed);
-    return 0;
-  }
-  if (b == -1) return 0;
-  int64_t r = a % b;
-  if (r != 0 && ((r < 0) != (b < 0))) r += b;
+  bool zero = false;
+  int64_t r = so_i_remainder(a, b, &zero);
+  if (zero) atomic_store_explicit((atomic_int *)ctx, 1, memory_order_relaxed);
   return r;
 }
-/* Repeated squaring modulo 2^64; negative exponents as PyTorch's powi. */
-static inline int64_t i_pow(int64_t a, int64_t b) {
-  if (b < 0) return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;
-  uint64_t r = 1, x = (uint64_t)a;
-  while (b) {
-    if (b & 1) r *= x;
-    x *= x;
-    b >>= 1;
-  }
-  return (int64_t)r;
-}
-
-/* PyTorch's div_floor_floating and Python-style float remainder. */
-#define FLOAT_DIVMOD(T, M)                                                                 \
-  static inline T f_floordiv_##T(T a, T b) {                                               \
-    if (b == 0) return a / b;                                                              \
-    T mod = M(fmod)(a, b);                                                                 \
-    T div = (a - mod) / b;                                                                 \
-    if (mod != 0 && (b < 0) != (mod < 0)) div -= 1;                                        \
-    if (div == 0) return M(copysign)((T)0, a / b);                                         \
-    T fl = M(floor)(div);                                                                  \
-    if (div - fl > (T)0.5) fl += 1;                                                        \
-    return fl;                                                                             \
-  }                                                                                        \
-  static inline T f_remainder_##T(T a, T b) {                                              \
-    T mod = M(fmod)(a, b);                                                                 \
-    if (mod != 0 && (b < 0) != (mod < 0)) mod += b;                                        \
-    return mod;                                                                            \
-  }
 #define MF(fn) fn##f
 #define MD(fn) fn
-FLOAT_DIVMOD(float, MF)
-FLOAT_DIVMOD(double, MD)
 
 /* ---- expression tables: X(OP, expr of a and b) ---- */
 #define CMP_OPS(X)                                                                         \
@@ -78,12 +38,12 @@ FLOAT_DIVMOD(double, MD)
   X(SUB, a - b)                                                                            \
   X(MUL, a * b)                                                                            \
   X(DIV, a / b)                                                                            \
-  X(FLOOR_DIVIDE, f_floordiv_##T(a, b))                                                    \
-  X(REMAINDER, f_remainder_##T(a, b))                                                      \
+  X(FLOOR_DIVIDE, so_f_floordiv_##T(a, b))                                                 \
+  X(REMAINDER, so_f_remainder_##T(a, b))                                                   \
   X(POW, M(pow)(a, b))                                                                     \
   X(ATAN2, M(atan2)(a, b))                                                                 \
-  X(MAXIMUM, a != a ? a : b != b ? b : a > b ? a : b) /* NaN propagates */                 \
-  X(MINIMUM, a != a ? a : b != b ? b : a < b ? a : b)
+  X(MAXIMUM, SO_NAN_MAX(a, b)) /* NaN propagates */                                        \
+  X(MINIMUM, SO_NAN_MIN(a, b))
 
 #define INT_OPS(X, T, W)                                                                   \
   X(ADD, (T)((uint64_t)a + (uint64_t)b))                                                   \
@@ -91,14 +51,14 @@ FLOAT_DIVMOD(double, MD)
   X(MUL, (T)((uint64_t)a * (uint64_t)b))                                                   \
   X(FLOOR_DIVIDE, (T)i_floordiv(a, b, ctx))                                                \
   X(REMAINDER, (T)i_remainder(a, b, ctx))                                                  \
-  X(POW, (T)i_pow(a, b))                                                                   \
+  X(POW, (T)so_i_pow(a, b))                                                                \
   X(MAXIMUM, a > b ? a : b)                                                                \
   X(MINIMUM, a < b ? a : b)                                                                \
   X(BITWISE_AND, (T)(a & b))                                                               \
   X(BITWISE_OR, (T)(a | b))                                                                \
   X(BITWISE_XOR, (T)(a ^ b))                                                               \
-  X(LEFT_SHIFT, is_neg(b) || b >= W ? (T)0 : (T)((uint64_t)a << b))                        \
-  X(RIGHT_SHIFT, is_neg(b) || b >= W ? (T)(is_neg(a) ? -1 : 0) : (T)(a >> b))
+  X(LEFT_SHIFT, SO_LEFT_SHIFT(T, W, a, b))                                                 \
+  X(RIGHT_SHIFT, SO_RIGHT_SHIFT(T, W, a, b))
 
 /* bool is uint8 0/1: arithmetic saturates as PyTorch's bool results do. */
 #define BOOL_OPS(X)                                                                        \

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/blas_layout.h"
 #include "cpu.h"
 
 /* How BLAS reads one [rows, cols] matrix with element strides (sr, sc). */
@@ -17,19 +18,14 @@ typedef struct blas_mat {
   int64_t ld;
 } blas_mat;
 
-/* True when (sr, sc) is a row-major (NoTrans) or column-major (Trans)
- * layout BLAS can read in place. Strides of size-1 dims do not matter. */
-static bool blas_layout(int64_t rows, int64_t cols, int64_t sr, int64_t sc, blas_mat *m) {
-  int64_t mc = cols > 1 ? cols : 1, mr = rows > 1 ? rows : 1;
-  if ((cols <= 1 || sc == 1) && (rows <= 1 || sr >= mc)) {
-    *m = (blas_mat){CblasNoTrans, rows <= 1 ? mc : sr};
-    return true;
-  }
-  if ((rows <= 1 || sr == 1) && (cols <= 1 || sc >= mr)) {
-    *m = (blas_mat){CblasTrans, cols <= 1 ? mr : sc};
-    return true;
-  }
-  return false;
+/* True when (sr, sc) is a layout BLAS can read in place (src/core/blas_layout.h):
+ * row-major (NoTrans) or column-major (Trans). */
+static bool blas_mat_layout(int64_t rows, int64_t cols, int64_t sr, int64_t sc, blas_mat *m) {
+  bool trans;
+  int64_t ld;
+  if (!blas_layout(rows, cols, sr, sc, &trans, &ld)) return false;
+  *m = (blas_mat){trans ? CblasTrans : CblasNoTrans, ld};
+  return true;
 }
 
 /* Operands ready for BLAS: in place when possible, else a contiguous copy. */
@@ -39,14 +35,14 @@ typedef struct gemm_operand {
 } gemm_operand;
 
 static ingot_status prepare(ingot_tensor *in, gemm_operand *op) {
-  if (blas_layout(in->shape[1], in->shape[2], in->strides[1], in->strides[2], &op->m)) {
+  if (blas_mat_layout(in->shape[1], in->shape[2], in->strides[1], in->strides[2], &op->m)) {
     op->t = ingot_retain(in);
     return INGOT_OK;
   }
   op->t = tensor_new(3, in->shape, in->dtype, INGOT_CPU);
   if (!op->t) return ingot_last_status();
   cpu_copy(op->t, in);
-  blas_layout(in->shape[1], in->shape[2], op->t->strides[1], op->t->strides[2], &op->m);
+  blas_mat_layout(in->shape[1], in->shape[2], op->t->strides[1], op->t->strides[2], &op->m);
   return INGOT_OK;
 }
 

@@ -8,16 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/reduce_ops.h"
 #include "cpu.h"
 
 void cpu_register_softmax(ingot_backend *be); /* src/cpu/softmax.c */
 
 #define RB 256 /* elements per converted block */
 
-/* What a block holds: int64 values, doubles, complex (x + iy), |x| for
- * complex or real inputs, or 0/1 truth values. */
-typedef enum { DOM_I, DOM_D, DOM_Z, DOM_ABS, DOM_TRUTH } rdom;
-
+/* A converted block; what it holds is the reduction's rdom (src/core/reduce_ops.h). */
 typedef struct rbuf {
   double x[RB], y[RB];
   int64_t i[RB];
@@ -154,80 +152,7 @@ static void load_block(rdom dom, ingot_dtype dt, const char *p, int64_t st, int6
   }
 }
 
-/* ---- stores ---- */
-static void store_int(ingot_dtype dt, char *p, int64_t v) {
-  switch (dt) {
-    case INGOT_BOOL:
-      *(uint8_t *)p = v != 0;
-      break;
-    case INGOT_U8:
-      *(uint8_t *)p = (uint8_t)v;
-      break;
-    case INGOT_I8:
-      *(int8_t *)p = (int8_t)v;
-      break;
-    case INGOT_I16:
-      *(int16_t *)p = (int16_t)v;
-      break;
-    case INGOT_I32:
-      *(int32_t *)p = (int32_t)v;
-      break;
-    case INGOT_I64:
-      *(int64_t *)p = v;
-      break;
-    default:
-      store_f64(dt, p, (double)v);
-      break;
-  }
-}
-
-static void store_z(ingot_dtype dt, char *p, double re, double im) {
-  if (dt == INGOT_C64)
-    ((float *)p)[0] = (float)re, ((float *)p)[1] = (float)im;
-  else if (dt == INGOT_C128)
-    ((double *)p)[0] = re, ((double *)p)[1] = im;
-  else
-    store_f64(dt, p, re);
-}
-
-/* ---- accumulators ---- */
-typedef struct rctx {
-  ingot_op op;
-  rdom dom;
-  ingot_dtype in_dt, out_dt;
-  double p, corr; /* NORM's p, VAR/STD's correction */
-  int64_t nred;
-  bool is_max;
-} rctx;
-
-/* a..d are per-op slots (sum, max, mean/M2 pairs, ...); n counts elements. */
-typedef struct racc {
-  double a, b, c, d;
-  uint64_t u; /* integer sum/product, wrapping as two's complement */
-  int64_t i, idx, n;
-  int flag; /* NaN seen (max family, norm, logsumexp) or any/all's value */
-} racc;
-
-static void acc_init(racc *s, const rctx *c) {
-  memset(s, 0, sizeof *s);
-  switch (c->op) {
-    case INGOT_OP_PROD:
-      s->u = 1, s->a = 1;
-      break;
-    case INGOT_OP_NORM:
-      s->a = c->p == -INFINITY ? INFINITY : 0;
-      break;
-    case INGOT_OP_LOGSUMEXP:
-      s->a = -INFINITY;
-      break;
-    case INGOT_OP_ALL:
-      s->flag = 1;
-      break;
-    default:
-      break;
-  }
-}
-
+/* ---- accumulators (rctx, racc: src/core/reduce_ops.h) ---- */
 static double sum_d(const double *x, int64_t n) {
   double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
   int64_t k = 0;
@@ -236,26 +161,11 @@ static double sum_d(const double *x, int64_t n) {
   return (s0 + s1) + (s2 + s3);
 }
 
-/* Chan's update of (count, mean, M2) with another such triple. */
-static void chan_merge(int64_t n, double *mean, double *m2, int64_t nb, double bmean, double bm2) {
-  if (nb == 0) return;
-  if (n == 0) {
-    *mean = bmean, *m2 = bm2;
-    return;
-  }
-  double tot = (double)(n + nb), delta = bmean - *mean;
-  *mean += delta * (double)nb / tot;
-  *m2 += bm2 + delta * delta * (double)n * (double)nb / tot;
-}
-
 static void block_moments(const double *x, int64_t n, double *mean, double *m2) {
   double mu = sum_d(x, n) / (double)n, s = 0;
   for (int64_t k = 0; k < n; k++) s += (x[k] - mu) * (x[k] - mu);
   *mean = mu, *m2 = s;
 }
-
-static bool better_d(bool is_max, double v, double cur) { return is_max ? v > cur : v < cur; }
-static bool better_i(bool is_max, int64_t v, int64_t cur) { return is_max ? v > cur : v < cur; }
 
 static void acc_block(racc *s, const rctx *c, const rbuf *b, int64_t n, int64_t idx0) {
   const double *x = b->x, *y = b->y;
@@ -294,13 +204,13 @@ static void acc_block(racc *s, const rctx *c, const rbuf *b, int64_t n, int64_t 
       if (c->dom == DOM_I) {
         if (s->n == 0) s->i = b->i[0], s->idx = idx0, k = 1;
         for (; k < n; k++)
-          if (better_i(c->is_max, b->i[k], s->i)) s->i = b->i[k], s->idx = idx0 + k;
+          if (red_better_i(c->is_max, b->i[k], s->i)) s->i = b->i[k], s->idx = idx0 + k;
       } else {
         if (s->n == 0) s->a = x[0], s->idx = idx0, k = 1, s->flag = isnan(x[0]);
         for (; k < n && !s->flag; k++) {
           if (isnan(x[k]))
             s->a = x[k], s->idx = idx0 + k, s->flag = 1;
-          else if (better_d(c->is_max, x[k], s->a))
+          else if (red_better_d(c->is_max, x[k], s->a))
             s->a = x[k], s->idx = idx0 + k;
         }
       }
@@ -310,10 +220,10 @@ static void acc_block(racc *s, const rctx *c, const rbuf *b, int64_t n, int64_t 
     case INGOT_OP_STD: {
       double mu, m2;
       block_moments(x, n, &mu, &m2);
-      chan_merge(s->n, &s->a, &s->b, n, mu, m2);
+      red_chan_merge(s->n, &s->a, &s->b, n, mu, m2);
       if (c->dom == DOM_Z) {
         block_moments(y, n, &mu, &m2);
-        chan_merge(s->n, &s->c, &s->d, n, mu, m2);
+        red_chan_merge(s->n, &s->c, &s->d, n, mu, m2);
       }
       break;
     }
@@ -323,7 +233,7 @@ static void acc_block(racc *s, const rctx *c, const rbuf *b, int64_t n, int64_t 
         for (int64_t k = 0; k < n; k++) {
           if (isnan(x[k]))
             s->flag = 1;
-          else if (better_d(p > 0, x[k], s->a))
+          else if (red_better_d(p > 0, x[k], s->a))
             s->a = x[k];
         }
       } else if (p == 0) {
@@ -372,19 +282,6 @@ static void acc_block(racc *s, const rctx *c, const rbuf *b, int64_t n, int64_t 
 static void acc_merge(racc *s, const racc *o, const rctx *c) {
   if (o->n == 0) return;
   switch (c->op) {
-    case INGOT_OP_SUM:
-    case INGOT_OP_MEAN:
-      s->u += o->u, s->a += o->a, s->b += o->b;
-      break;
-    case INGOT_OP_PROD:
-      s->u *= o->u;
-      if (c->dom == DOM_Z) {
-        double re = s->a * o->a - s->b * o->b, im = s->a * o->b + s->b * o->a;
-        s->a = re, s->b = im;
-      } else {
-        s->a *= o->a;
-      }
-      break;
     case INGOT_OP_AMAX:
     case INGOT_OP_AMIN:
     case INGOT_OP_MAX_DIM:
@@ -392,101 +289,15 @@ static void acc_merge(racc *s, const racc *o, const rctx *c) {
     case INGOT_OP_ARGMAX:
     case INGOT_OP_ARGMIN:
       if (s->n == 0 ||
-          (!s->flag && (o->flag || (c->dom == DOM_I ? better_i(c->is_max, o->i, s->i)
-                                                    : better_d(c->is_max, o->a, s->a)))))
+          (!s->flag && (o->flag || (c->dom == DOM_I ? red_better_i(c->is_max, o->i, s->i)
+                                                    : red_better_d(c->is_max, o->a, s->a)))))
         s->a = o->a, s->i = o->i, s->idx = o->idx, s->flag = o->flag;
       break;
-    case INGOT_OP_VAR:
-    case INGOT_OP_STD:
-      chan_merge(s->n, &s->a, &s->b, o->n, o->a, o->b);
-      chan_merge(s->n, &s->c, &s->d, o->n, o->c, o->d);
-      break;
-    case INGOT_OP_NORM:
-      if (isinf(c->p)) {
-        s->flag |= o->flag;
-        if (better_d(c->p > 0, o->a, s->a)) s->a = o->a;
-      } else {
-        s->a += o->a;
-      }
-      break;
-    case INGOT_OP_LOGSUMEXP: {
-      s->flag |= o->flag;
-      double m = s->a > o->a ? s->a : o->a;
-      if (!isinf(m)) s->b = s->b * exp(s->a - m) + o->b * exp(o->a - m);
-      s->a = m;
-      break;
-    }
-    case INGOT_OP_ANY:
-      s->flag |= o->flag;
-      break;
-    case INGOT_OP_ALL:
-      s->flag &= o->flag;
-      break;
     default:
+      red_merge(s, o, c);
       break;
   }
   s->n += o->n;
-}
-
-static void acc_finish(const racc *s, const rctx *c, char *out0, char *out1) {
-  ingot_dtype dt = c->out_dt;
-  double nred = (double)c->nred;
-  switch (c->op) {
-    case INGOT_OP_SUM:
-    case INGOT_OP_PROD:
-      if (c->dom == DOM_I)
-        *(int64_t *)out0 = (int64_t)s->u;
-      else
-        store_z(dt, out0, s->a, s->b);
-      break;
-    case INGOT_OP_MEAN:
-      store_z(dt, out0, s->a / nred, s->b / nred);
-      break;
-    case INGOT_OP_AMAX:
-    case INGOT_OP_AMIN:
-    case INGOT_OP_MAX_DIM:
-    case INGOT_OP_MIN_DIM:
-      if (c->dom == DOM_I)
-        store_int(dt, out0, s->i);
-      else
-        store_f64(dt, out0, s->n ? s->a : NAN);
-      if (out1) *(int64_t *)out1 = s->idx;
-      break;
-    case INGOT_OP_ARGMAX:
-    case INGOT_OP_ARGMIN:
-      *(int64_t *)out0 = s->idx;
-      break;
-    case INGOT_OP_VAR:
-    case INGOT_OP_STD: {
-      double div = nred - c->corr;
-      double v = (s->b + s->d) / (div > 0 ? div : 0);
-      if (s->n == 0) v = NAN;
-      store_f64(dt, out0, c->op == INGOT_OP_STD ? sqrt(v) : v);
-      break;
-    }
-    case INGOT_OP_NORM: {
-      double p = c->p, v = s->a;
-      if (isinf(p))
-        v = s->flag ? NAN : v;
-      else if (p == 2)
-        v = sqrt(v);
-      else if (p != 0 && p != 1)
-        v = pow(v, 1.0 / p);
-      store_f64(dt, out0, v);
-      break;
-    }
-    case INGOT_OP_LOGSUMEXP: {
-      double v = s->flag ? NAN : isinf(s->a) ? s->a : s->a + log(s->b);
-      store_f64(dt, out0, v);
-      break;
-    }
-    case INGOT_OP_ANY:
-    case INGOT_OP_ALL:
-      *(uint8_t *)out0 = (uint8_t)s->flag;
-      break;
-    default:
-      break;
-  }
 }
 
 /* ---- geometry ---- */
@@ -497,18 +308,6 @@ typedef struct rplan {
   int64_t nout, nred;
 } rplan;
 
-/* Append a dim, merging it into the previous one when memory allows. */
-static void push_dim(int *n, int64_t *sh, int64_t *st, int64_t size, int64_t stride) {
-  if (size == 1) return;
-  if (*n > 0 && st[*n - 1] == stride * size) {
-    sh[*n - 1] *= size;
-    st[*n - 1] = stride;
-    return;
-  }
-  sh[*n] = size, st[*n] = stride;
-  (*n)++;
-}
-
 static void plan_build(rplan *pl, const ingot_tensor *t, uint32_t mask) {
   int64_t es = (int64_t)ingot_dtype_size(t->dtype);
   pl->nk = pl->nr = 0;
@@ -516,10 +315,10 @@ static void plan_build(rplan *pl, const ingot_tensor *t, uint32_t mask) {
   for (int d = 0; d < t->ndim; d++) {
     int64_t size = t->shape[d], stride = t->strides[d] * es;
     if (mask & (1u << d)) {
-      push_dim(&pl->nr, pl->rsh, pl->rst, size, stride);
+      red_push_dim(&pl->nr, pl->rsh, pl->rst, size, stride);
       pl->nred *= size;
     } else {
-      push_dim(&pl->nk, pl->ksh, pl->kst, size, stride);
+      red_push_dim(&pl->nk, pl->ksh, pl->kst, size, stride);
       pl->nout *= size;
     }
   }
@@ -607,28 +406,6 @@ static const char *out_base(const rplan *pl, const char *base, int64_t o) {
   return base;
 }
 
-static rdom pick_dom(ingot_op op, ingot_dtype dt) {
-  bool cx = ingot_dtype_is_complex(dt), in = !cx && !ingot_dtype_is_floating(dt);
-  switch (op) {
-    case INGOT_OP_NORM:
-      return DOM_ABS;
-    case INGOT_OP_ANY:
-    case INGOT_OP_ALL:
-      return DOM_TRUTH;
-    case INGOT_OP_LOGSUMEXP:
-      return DOM_D;
-    case INGOT_OP_SUM:
-    case INGOT_OP_PROD:
-      return in ? DOM_I : cx ? DOM_Z : DOM_D;
-    case INGOT_OP_MEAN:
-    case INGOT_OP_VAR:
-    case INGOT_OP_STD:
-      return cx ? DOM_Z : DOM_D;
-    default:
-      return in ? DOM_I : DOM_D;
-  }
-}
-
 #define MAX_SPLIT 64
 
 static ingot_status k_reduce(ingot_op_args *a) {
@@ -638,8 +415,8 @@ static ingot_status k_reduce(ingot_op_args *a) {
             .out_dt = a->out[0]->dtype,
             .p = a->farg[0],
             .corr = a->farg[0]};
-  c.dom = pick_dom(c.op, in->dtype);
-  c.is_max = c.op == INGOT_OP_AMAX || c.op == INGOT_OP_MAX_DIM || c.op == INGOT_OP_ARGMAX;
+  c.dom = red_pick_dom(c.op, in->dtype);
+  c.is_max = red_is_max(c.op);
   rplan pl;
   plan_build(&pl, in, a->dims);
   c.nred = pl.nred;
@@ -664,11 +441,11 @@ static ingot_status k_reduce(ingot_op_args *a) {
       for (int64_t q = 0; q < pieces; q++) {
         rbuf b;
         int64_t lo = q * chunk, hi = lo + chunk < pl.nred ? lo + chunk : pl.nred;
-        acc_init(&part[q], &c);
+        red_acc_init(&part[q], &c);
         run_range(&pl, &c, &part[q], p0, lo, hi, &b);
       }
       for (int64_t q = 1; q < pieces; q++) acc_merge(&part[0], &part[q], &c);
-      acc_finish(&part[0], &c, out0 + o * oes, out1 ? out1 + o * 8 : NULL);
+      red_finish(&part[0], &c, out0 + o * oes, out1 ? (int64_t *)out1 + o : NULL);
     }
     return INGOT_OK;
   }
@@ -681,10 +458,10 @@ static ingot_status k_reduce(ingot_op_args *a) {
       racc acc[GRP];
       int64_t j0 = t % per_row * GRP, o = t / per_row * inner + j0;
       int64_t g = inner - j0 < GRP ? inner - j0 : GRP;
-      for (int64_t j = 0; j < g; j++) acc_init(&acc[j], &c);
+      for (int64_t j = 0; j < g; j++) red_acc_init(&acc[j], &c);
       run_group(&pl, &c, acc, g, out_base(&pl, base, o), pl.kst[pl.nk - 1], &stage, &b);
       for (int64_t j = 0; j < g; j++)
-        acc_finish(&acc[j], &c, out0 + (o + j) * oes, out1 ? out1 + (o + j) * 8 : NULL);
+        red_finish(&acc[j], &c, out0 + (o + j) * oes, out1 ? (int64_t *)out1 + (o + j) : NULL);
     }
     return INGOT_OK;
   }
@@ -692,9 +469,9 @@ static ingot_status k_reduce(ingot_op_args *a) {
   for (int64_t o = 0; o < pl.nout; o++) {
     rbuf b;
     racc s;
-    acc_init(&s, &c);
+    red_acc_init(&s, &c);
     run_range(&pl, &c, &s, out_base(&pl, base, o), 0, pl.nred, &b);
-    acc_finish(&s, &c, out0 + o * oes, out1 ? out1 + o * 8 : NULL);
+    red_finish(&s, &c, out0 + o * oes, out1 ? (int64_t *)out1 + o : NULL);
   }
   return INGOT_OK;
 }
@@ -765,7 +542,7 @@ static void scan_line(const rctx *c, const char *ip, char *op, const lines *l, r
           double r = re * b->x[k] - im * b->y[k];
           im = re * b->y[k] + im * b->x[k], re = r;
         }
-        store_z(c->out_dt, o + k * l->ostep, re, im);
+        red_store_z(c->out_dt, o + k * l->ostep, re, im);
       }
     } else {
       for (int64_t k = 0; k < m; k++) {

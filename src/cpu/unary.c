@@ -3,10 +3,8 @@
  * through float32 and round once. */
 #include <math.h>
 
+#include "../core/scalar_ops.h"
 #include "elementwise_loop.h"
-
-/* Sign test that does not warn on unsigned types. */
-static inline bool is_neg(int64_t v) { return v < 0; }
 
 /* ---- real floating types: M(fn) names the float or double libm function ---- */
 #define REAL_OPS(X, M, T)                                                                  \
@@ -47,9 +45,9 @@ static inline bool is_neg(int64_t v) { return v < 0; }
 
 #define INT_OPS(X, T)                                                                      \
   X(NEG, (T)(0 - (uint64_t)x)) /* wraps, as PyTorch */                                     \
-  X(ABS, is_neg(x) ? (T)(0 - (uint64_t)x) : x)                                             \
-  X(SIGN, (T)((0 < x) - is_neg(x)))                                                        \
-  X(RELU, is_neg(x) ? (T)0 : x)                                                            \
+  X(ABS, so_is_neg(x) ? (T)(0 - (uint64_t)x) : x)                                          \
+  X(SIGN, (T)((0 < x) - so_is_neg(x)))                                                     \
+  X(RELU, so_is_neg(x) ? (T)0 : x)                                                         \
   X(BITWISE_NOT, (T)~x)
 
 #define INT_PREDS(X)                                                                       \

@@ -32,6 +32,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "../core/scalar_ops.h"
 #include "cuda_common.cuh"
 
 namespace {
@@ -95,13 +96,9 @@ EW_M1(m_trunc, truncf, trunc)
 #define EW_M2(name, ffn, dfn)                                                                  \
   __device__ __forceinline__ float name(float a, float b) { return ffn(a, b); }                \
   __device__ __forceinline__ double name(double a, double b) { return dfn(a, b); }
-EW_M2(m_fmod, fmodf, fmod)
 EW_M2(m_pow, powf, pow)
 EW_M2(m_atan2, atan2f, atan2)
-EW_M2(m_copysign, copysignf, copysign)
 #undef EW_M2
-
-__device__ __forceinline__ bool is_neg(int64_t v) { return v < 0; }
 
 // ---- unary ----
 
@@ -147,9 +144,9 @@ template <class C> __device__ C real_unary(const EwParams &p, C x) {
 template <class T> __device__ T int_unary(const EwParams &p, T x) {
   switch (p.op) {
   case INGOT_OP_NEG: return (T)(0 - (uint64_t)x);  // wraps, as PyTorch
-  case INGOT_OP_ABS: return is_neg(x) ? (T)(0 - (uint64_t)x) : x;
-  case INGOT_OP_SIGN: return (T)((0 < x) - is_neg(x));
-  case INGOT_OP_RELU: return is_neg(x) ? (T)0 : x;
+  case INGOT_OP_ABS: return so_is_neg(x) ? (T)(0 - (uint64_t)x) : x;
+  case INGOT_OP_SIGN: return (T)((0 < x) - so_is_neg(x));
+  case INGOT_OP_RELU: return so_is_neg(x) ? (T)0 : x;
   case INGOT_OP_BITWISE_NOT: return (T)~x;
   case INGOT_OP_CLAMP: {
     const T lo = (T)p.ilo, hi = (T)p.ihi;
@@ -255,20 +252,15 @@ template <class TI, class TO> __device__ __forceinline__ TO unary_elem(const EwP
 // ---- binary ----
 
 // PyTorch's div_floor_floating and Python-style float remainder (as the CPU).
-template <class C> __device__ __forceinline__ C f_floordiv(C a, C b) {
-  if (b == 0) return a / b;
-  C mod = m_fmod(a, b);
-  C div = (a - mod) / b;
-  if (mod != 0 && (b < 0) != (mod < 0)) div -= 1;
-  if (div == 0) return m_copysign((C)0, a / b);
-  C fl = m_floor(div);
-  if (div - fl > (C)0.5) fl += 1;
-  return fl;
+__device__ __forceinline__ float f_floordiv(float a, float b) { return so_f_floordiv_float(a, b); }
+__device__ __forceinline__ double f_floordiv(double a, double b) {
+  return so_f_floordiv_double(a, b);
 }
-template <class C> __device__ __forceinline__ C f_remainder(C a, C b) {
-  C mod = m_fmod(a, b);
-  if (mod != 0 && (b < 0) != (mod < 0)) mod += b;
-  return mod;
+__device__ __forceinline__ float f_remainder(float a, float b) {
+  return so_f_remainder_float(a, b);
+}
+__device__ __forceinline__ double f_remainder(double a, double b) {
+  return so_f_remainder_double(a, b);
 }
 
 template <class C> __device__ C real_binary(int op, C a, C b) {
@@ -281,43 +273,24 @@ template <class C> __device__ C real_binary(int op, C a, C b) {
   case INGOT_OP_REMAINDER: return f_remainder(a, b);
   case INGOT_OP_POW: return m_pow(a, b);
   case INGOT_OP_ATAN2: return m_atan2(a, b);
-  case INGOT_OP_MAXIMUM: return a != a ? a : b != b ? b : a > b ? a : b;  // NaN propagates
-  case INGOT_OP_MINIMUM: return a != a ? a : b != b ? b : a < b ? a : b;
+  case INGOT_OP_MAXIMUM: return SO_NAN_MAX(a, b);  // NaN propagates
+  case INGOT_OP_MINIMUM: return SO_NAN_MIN(a, b);
   default: return a;
   }
 }
 
 // Integer division by zero: flag it and give 0, as the CPU.
 __device__ __forceinline__ int64_t i_floordiv(int64_t a, int64_t b, int *zflag) {
-  if (b == 0) {
-    if (zflag) *zflag = 1;
-    return 0;
-  }
-  if (b == -1) return (int64_t)(0 - (uint64_t)a);  // INT64_MIN / -1 wraps
-  int64_t q = a / b;
-  if (a % b != 0 && ((a < 0) != (b < 0))) q--;
+  bool zero = false;
+  const int64_t q = so_i_floordiv(a, b, &zero);
+  if (zero && zflag) *zflag = 1;
   return q;
 }
 __device__ __forceinline__ int64_t i_remainder(int64_t a, int64_t b, int *zflag) {
-  if (b == 0) {
-    if (zflag) *zflag = 1;
-    return 0;
-  }
-  if (b == -1) return 0;
-  int64_t r = a % b;
-  if (r != 0 && ((r < 0) != (b < 0))) r += b;
+  bool zero = false;
+  const int64_t r = so_i_remainder(a, b, &zero);
+  if (zero && zflag) *zflag = 1;
   return r;
-}
-// Repeated squaring modulo 2^64; negative exponents as PyTorch's powi.
-__device__ __forceinline__ int64_t i_pow(int64_t a, int64_t b) {
-  if (b < 0) return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;
-  uint64_t r = 1, x = (uint64_t)a;
-  while (b) {
-    if (b & 1) r *= x;
-    x *= x;
-    b >>= 1;
-  }
-  return (int64_t)r;
 }
 
 template <class T> __device__ T int_binary(const EwParams &p, T a, T b) {
@@ -328,15 +301,14 @@ template <class T> __device__ T int_binary(const EwParams &p, T a, T b) {
   case INGOT_OP_MUL: return (T)((uint64_t)a * (uint64_t)b);
   case INGOT_OP_FLOOR_DIVIDE: return (T)i_floordiv(a, b, p.zflag);
   case INGOT_OP_REMAINDER: return (T)i_remainder(a, b, p.zflag);
-  case INGOT_OP_POW: return (T)i_pow(a, b);
+  case INGOT_OP_POW: return (T)so_i_pow(a, b);
   case INGOT_OP_MAXIMUM: return a > b ? a : b;
   case INGOT_OP_MINIMUM: return a < b ? a : b;
   case INGOT_OP_BITWISE_AND: return (T)(a & b);
   case INGOT_OP_BITWISE_OR: return (T)(a | b);
   case INGOT_OP_BITWISE_XOR: return (T)(a ^ b);
-  case INGOT_OP_LEFT_SHIFT: return is_neg(b) || b >= W ? (T)0 : (T)((uint64_t)a << b);
-  case INGOT_OP_RIGHT_SHIFT:
-    return is_neg(b) || b >= W ? (T)(is_neg(a) ? -1 : 0) : (T)(a >> b);
+  case INGOT_OP_LEFT_SHIFT: return SO_LEFT_SHIFT(T, W, a, b);
+  case INGOT_OP_RIGHT_SHIFT: return SO_RIGHT_SHIFT(T, W, a, b);
   default: return a;
   }
 }

@@ -24,6 +24,7 @@
 
 #include <mutex>
 
+#include "../core/blas_layout.h"
 #include "cuda_common.cuh"
 #include "ingot/ops.h"
 
@@ -426,23 +427,7 @@ ingot_status matmul_tiled(const ingot_tensor *A, const ingot_tensor *Bm, ingot_t
 }
 
 // ---- MATMUL through cuBLASLt ----
-// How cuBLAS reads one [rows, cols] row-major-indexed matrix with strides (sr, sc):
-// row-major (trans false, ld = row stride) or column-major (trans true, ld = col stride).
-// Strides of size-1 dims do not matter (same rule as the CPU's blas_layout).
-bool blas_layout(int64_t rows, int64_t cols, int64_t sr, int64_t sc, bool *trans, int64_t *ld) {
-  int64_t mc = cols > 1 ? cols : 1, mr = rows > 1 ? rows : 1;
-  if ((cols <= 1 || sc == 1) && (rows <= 1 || sr >= mc)) {
-    *trans = false;
-    *ld = rows <= 1 ? mc : sr;
-    return true;
-  }
-  if ((rows <= 1 || sr == 1) && (cols <= 1 || sc >= mr)) {
-    *trans = true;
-    *ld = cols <= 1 ? mr : sc;
-    return true;
-  }
-  return false;
-}
+// How cuBLAS reads a strided matrix in place: blas_layout (src/core/blas_layout.h, as the CPU).
 
 // An operand of a batched GEMM: in place, or a contiguous copy in scratch.
 struct Operand {

@@ -19,27 +19,17 @@
 // Softmax, log_softmax, cumsum and cumprod are in softmax.cu / scan.cu (registered here).
 #include <math.h>
 
+#include "../core/reduce_ops.h"
 #include "cuda_common.cuh"
 #include "reduce_common.cuh"
 
 namespace {
 
-enum Dom { DOM_I, DOM_D, DOM_Z, DOM_ABS, DOM_TRUTH };
-
-// Per-op slots, as the CPU's racc: a..d doubles (sum, max, mean/M2 pairs...),
-// u wrapping integer sum/product, i integer extreme, idx its index, n elements seen.
-struct Acc {
-  double a, b, c, d;
-  uint64_t u;
-  int64_t i, idx, n;
-  int flag;
-};
-
-struct RCtx {
-  int op, dom, out_dt, is_max;
-  double p, corr;
-  int64_t nred;
-};
+// The accumulator, its context and the DOM_* domains are src/core/reduce_ops.h's (racc,
+// rctx), shared with the CPU: a..d doubles (sum, max, mean/M2 pairs...), u wrapping
+// integer sum/product, i integer extreme, idx its index, n elements seen.
+using Acc = racc;
+using RCtx = rctx;
 
 struct RPlan {
   int nk, nr;
@@ -47,20 +37,6 @@ struct RPlan {
   int64_t rsh[INGOT_MAX_DIMS], rst[INGOT_MAX_DIMS];  // reduced dims
   int64_t nout, nred;
 };
-
-__device__ __forceinline__ void acc_init(Acc &s, const RCtx &c) {
-  s.a = s.b = s.c = s.d = 0;
-  s.u = 0;
-  s.i = s.idx = s.n = 0;
-  s.flag = 0;
-  switch (c.op) {
-    case INGOT_OP_PROD: s.u = 1, s.a = 1; break;
-    case INGOT_OP_NORM: s.a = c.p == -INFINITY ? INFINITY : 0; break;
-    case INGOT_OP_LOGSUMEXP: s.a = -INFINITY; break;
-    case INGOT_OP_ALL: s.flag = 1; break;
-    default: break;
-  }
-}
 
 template <class T> struct is_cplx { static constexpr bool value = false; };
 template <> struct is_cplx<c64_t> { static constexpr bool value = true; };
@@ -84,13 +60,6 @@ __device__ __forceinline__ void load_val(T v, double &x, double &y, int64_t &iv)
   } else {
     x = (double)to_acc(v), y = 0, iv = 0;
   }
-}
-
-__device__ __forceinline__ bool better_d(bool mx, double v, double cur) {
-  return mx ? v > cur : v < cur;
-}
-__device__ __forceinline__ bool better_i(bool mx, int64_t v, int64_t cur) {
-  return mx ? v > cur : v < cur;
 }
 
 // Fold one element (index idx; a thread sees its elements in increasing idx).
@@ -123,8 +92,8 @@ __device__ __forceinline__ void acc_elem(Acc &s, const RCtx &c, T v, int64_t idx
     case INGOT_OP_ARGMIN:
       if (s.flag) break;  // this thread's first NaN already won
       if (c.dom == DOM_I) {
-        if (s.n == 0 || better_i(c.is_max, iv, s.i)) s.i = iv, s.idx = idx;
-      } else if (s.n == 0 || isnan(x) || better_d(c.is_max, x, s.a)) {
+        if (s.n == 0 || red_better_i(c.is_max, iv, s.i)) s.i = iv, s.idx = idx;
+      } else if (s.n == 0 || isnan(x) || red_better_d(c.is_max, x, s.a)) {
         s.a = x, s.idx = idx, s.flag = isnan(x);
       }
       break;
@@ -145,7 +114,7 @@ __device__ __forceinline__ void acc_elem(Acc &s, const RCtx &c, T v, int64_t idx
       double p = c.p;
       if (isinf(p)) {
         if (isnan(ax)) s.flag = 1;
-        else if (better_d(p > 0, ax, s.a)) s.a = ax;
+        else if (red_better_d(p > 0, ax, s.a)) s.a = ax;
       } else if (p == 0) {
         s.a += ax != 0;
       } else if (p == 1) {
@@ -177,18 +146,6 @@ __device__ __forceinline__ void acc_elem(Acc &s, const RCtx &c, T v, int64_t idx
   s.n++;
 }
 
-__device__ __forceinline__ void chan_merge(int64_t n, double &mean, double &m2, int64_t nb,
-                                           double bmean, double bm2) {
-  if (nb == 0) return;
-  if (n == 0) {
-    mean = bmean, m2 = bm2;
-    return;
-  }
-  double tot = (double)(n + nb), delta = bmean - mean;
-  mean += delta * (double)nb / tot;
-  m2 += bm2 + delta * delta * (double)n * (double)nb / tot;
-}
-
 // Fold o into s (o's elements normally follow s's; the max family does not care).
 __device__ __forceinline__ void acc_merge(Acc &s, const Acc &o, const RCtx &c) {
   if (o.n == 0) return;
@@ -197,19 +154,6 @@ __device__ __forceinline__ void acc_merge(Acc &s, const Acc &o, const RCtx &c) {
     return;
   }
   switch (c.op) {
-    case INGOT_OP_SUM:
-    case INGOT_OP_MEAN:
-      s.u += o.u, s.a += o.a, s.b += o.b;
-      break;
-    case INGOT_OP_PROD:
-      s.u *= o.u;
-      if (c.dom == DOM_Z) {
-        double re = s.a * o.a - s.b * o.b, im = s.a * o.b + s.b * o.a;
-        s.a = re, s.b = im;
-      } else {
-        s.a *= o.a;
-      }
-      break;
     case INGOT_OP_AMAX:
     case INGOT_OP_AMIN:
     case INGOT_OP_MAX_DIM:
@@ -220,58 +164,15 @@ __device__ __forceinline__ void acc_merge(Acc &s, const Acc &o, const RCtx &c) {
       if (s.flag || o.flag)
         take = o.flag && (!s.flag || o.idx < s.idx);
       else if (c.dom == DOM_I)
-        take = better_i(c.is_max, o.i, s.i) || (o.i == s.i && o.idx < s.idx);
+        take = red_better_i(c.is_max, o.i, s.i) || (o.i == s.i && o.idx < s.idx);
       else
-        take = better_d(c.is_max, o.a, s.a) || (o.a == s.a && o.idx < s.idx);
+        take = red_better_d(c.is_max, o.a, s.a) || (o.a == s.a && o.idx < s.idx);
       if (take) s.a = o.a, s.i = o.i, s.idx = o.idx, s.flag = o.flag;
       break;
     }
-    case INGOT_OP_VAR:
-    case INGOT_OP_STD:
-      chan_merge(s.n, s.a, s.b, o.n, o.a, o.b);
-      chan_merge(s.n, s.c, s.d, o.n, o.c, o.d);
-      break;
-    case INGOT_OP_NORM:
-      if (isinf(c.p)) {
-        s.flag |= o.flag;
-        if (better_d(c.p > 0, o.a, s.a)) s.a = o.a;
-      } else {
-        s.a += o.a;
-      }
-      break;
-    case INGOT_OP_LOGSUMEXP: {
-      s.flag |= o.flag;
-      double m = s.a > o.a ? s.a : o.a;
-      if (!isinf(m)) s.b = s.b * exp(s.a - m) + o.b * exp(o.a - m);
-      s.a = m;
-      break;
-    }
-    case INGOT_OP_ANY: s.flag |= o.flag; break;
-    case INGOT_OP_ALL: s.flag &= o.flag; break;
-    default: break;
+    default: red_merge(&s, &o, &c); break;
   }
   s.n += o.n;
-}
-
-__device__ __forceinline__ void store_int(int dt, char *p, int64_t v) {
-  switch (dt) {
-    case INGOT_BOOL: *(uint8_t *)p = v != 0; break;
-    case INGOT_U8: *(uint8_t *)p = (uint8_t)v; break;
-    case INGOT_I8: *(int8_t *)p = (int8_t)v; break;
-    case INGOT_I16: *(int16_t *)p = (int16_t)v; break;
-    case INGOT_I32: *(int32_t *)p = (int32_t)v; break;
-    case INGOT_I64: *(int64_t *)p = v; break;
-    default: store_f64((ingot_dtype)dt, p, (double)v); break;
-  }
-}
-
-__device__ __forceinline__ void store_z(int dt, char *p, double re, double im) {
-  if (dt == INGOT_C64)
-    ((float *)p)[0] = (float)re, ((float *)p)[1] = (float)im;
-  else if (dt == INGOT_C128)
-    ((double *)p)[0] = re, ((double *)p)[1] = im;
-  else
-    store_f64((ingot_dtype)dt, p, re);
 }
 
 __device__ __forceinline__ int dt_size(int dt) {
@@ -286,58 +187,7 @@ __device__ __forceinline__ int dt_size(int dt) {
 }
 
 __device__ void acc_finish(const Acc &s, const RCtx &c, char *out0, int64_t *out1, int64_t o) {
-  int dt = c.out_dt;
-  char *p = out0 + o * dt_size(dt);
-  double nred = (double)c.nred;
-  switch (c.op) {
-    case INGOT_OP_SUM:
-    case INGOT_OP_PROD:
-      if (c.dom == DOM_I) *(int64_t *)p = (int64_t)s.u;
-      else store_z(dt, p, s.a, s.b);
-      break;
-    case INGOT_OP_MEAN:
-      store_z(dt, p, s.a / nred, s.b / nred);
-      break;
-    case INGOT_OP_AMAX:
-    case INGOT_OP_AMIN:
-    case INGOT_OP_MAX_DIM:
-    case INGOT_OP_MIN_DIM:
-      if (c.dom == DOM_I) store_int(dt, p, s.i);
-      else store_f64((ingot_dtype)dt, p, s.n ? s.a : NAN);
-      if (out1) out1[o] = s.idx;
-      break;
-    case INGOT_OP_ARGMAX:
-    case INGOT_OP_ARGMIN:
-      *(int64_t *)p = s.idx;
-      break;
-    case INGOT_OP_VAR:
-    case INGOT_OP_STD: {
-      double div = nred - c.corr;
-      double v = (s.b + s.d) / (div > 0 ? div : 0);
-      if (s.n == 0) v = NAN;
-      store_f64((ingot_dtype)dt, p, c.op == INGOT_OP_STD ? sqrt(v) : v);
-      break;
-    }
-    case INGOT_OP_NORM: {
-      double pp = c.p, v = s.a;
-      if (isinf(pp)) v = s.flag ? NAN : v;
-      else if (pp == 2) v = sqrt(v);
-      else if (pp != 0 && pp != 1) v = pow(v, 1.0 / pp);
-      store_f64((ingot_dtype)dt, p, v);
-      break;
-    }
-    case INGOT_OP_LOGSUMEXP: {
-      double v = s.flag ? NAN : isinf(s.a) ? s.a : s.a + log(s.b);
-      store_f64((ingot_dtype)dt, p, v);
-      break;
-    }
-    case INGOT_OP_ANY:
-    case INGOT_OP_ALL:
-      *(uint8_t *)p = (uint8_t)s.flag;
-      break;
-    default:
-      break;
-  }
+  red_finish(&s, &c, out0 + o * dt_size(c.out_dt), out1 ? out1 + o : nullptr);
 }
 
 __device__ __forceinline__ Acc acc_shfl_down(const Acc &s, int off) {
@@ -374,7 +224,7 @@ __device__ Acc block_merge(Acc s, const RCtx &c, Acc *sh) {
   __syncthreads();
   if (warp == 0) {
     if (lane < nw) s = sh[lane];
-    else acc_init(s, c);
+    else red_acc_init(&s, &c);
     s = warp_merge(s, c);
   }
   __syncthreads();  // sh is reused by the caller's next output
@@ -411,7 +261,7 @@ __global__ void __launch_bounds__(256) reduce_row_kernel(const T *__restrict__ i
     const T *base = in + kept_offset(pl, o);
     int64_t lo = (int64_t)s * chunk, hi = lo + chunk < pl.nred ? lo + chunk : pl.nred;
     Acc acc;
-    acc_init(acc, c);
+    red_acc_init(&acc, &c);
     if (pl.nr <= 1) {
       int64_t st = pl.nr ? pl.rst[0] : 0, r = lo + threadIdx.x;
       for (; r + 3 * B < hi; r += 4 * B) {  // four loads in flight per thread
@@ -445,7 +295,7 @@ __global__ void __launch_bounds__(256) reduce_col_kernel(const T *__restrict__ i
   for (int64_t ob = (int64_t)blockIdx.x * bx; ob < pl.nout; ob += (int64_t)gridDim.x * bx) {
     int64_t o = ob + tx;
     Acc acc;
-    acc_init(acc, c);
+    red_acc_init(&acc, &c);
     if (o < pl.nout) {
       const T *base = in + kept_offset(pl, o);
       int64_t lo = (int64_t)s * chunk, hi = lo + chunk < pl.nred ? lo + chunk : pl.nred;
@@ -478,7 +328,7 @@ __global__ void reduce_final_kernel(const Acc *__restrict__ part, int S, RCtx c,
   int64_t nw = ((int64_t)gridDim.x * blockDim.x) >> 5;
   for (int64_t o = w; o < nout; o += nw) {  // uniform per warp
     Acc acc;
-    acc_init(acc, c);
+    red_acc_init(&acc, &c);
     for (int k = lane; k < S; k += 32) acc_merge(acc, part[o * S + k], c);
     acc = warp_merge(acc, c);
     if (lane == 0) acc_finish(acc, c, out0, out1, o);
@@ -486,33 +336,6 @@ __global__ void reduce_final_kernel(const Acc *__restrict__ part, int S, RCtx c,
 }
 
 // ---- host side ----
-void push_dim(int *n, int64_t *sh, int64_t *st, int64_t size, int64_t stride) {
-  if (size == 1) return;
-  if (*n > 0 && st[*n - 1] == stride * size) {
-    sh[*n - 1] *= size;
-    st[*n - 1] = stride;
-    return;
-  }
-  sh[*n] = size, st[*n] = stride;
-  (*n)++;
-}
-
-int pick_dom(int op, ingot_dtype dt) {
-  bool cx = ingot_dtype_is_complex(dt), in = !cx && !ingot_dtype_is_floating(dt);
-  switch (op) {
-    case INGOT_OP_NORM: return DOM_ABS;
-    case INGOT_OP_ANY:
-    case INGOT_OP_ALL: return DOM_TRUTH;
-    case INGOT_OP_LOGSUMEXP: return DOM_D;
-    case INGOT_OP_SUM:
-    case INGOT_OP_PROD: return in ? DOM_I : cx ? DOM_Z : DOM_D;
-    case INGOT_OP_MEAN:
-    case INGOT_OP_VAR:
-    case INGOT_OP_STD: return cx ? DOM_Z : DOM_D;
-    default: return in ? DOM_I : DOM_D;
-  }
-}
-
 const int kSMs = 132;
 const int64_t kTargetBlocks = kSMs * 8;
 
@@ -595,19 +418,20 @@ ingot_status k_reduce(ingot_op_args *a) {
   const int64_t *sh = ingot_shape(in), *str = ingot_strides(in);
   for (int d = 0; d < nd; d++) {
     if (a->dims & (1u << d)) {
-      push_dim(&pl.nr, pl.rsh, pl.rst, sh[d], str[d]);
+      red_push_dim(&pl.nr, pl.rsh, pl.rst, sh[d], str[d]);
       pl.nred *= sh[d];
     } else {
-      push_dim(&pl.nk, pl.ksh, pl.kst, sh[d], str[d]);
+      red_push_dim(&pl.nk, pl.ksh, pl.kst, sh[d], str[d]);
       pl.nout *= sh[d];
     }
   }
   if (pl.nout == 0) return INGOT_OK;
   RCtx c;
   c.op = a->op;
-  c.dom = pick_dom(a->op, dt);
+  c.dom = red_pick_dom(a->op, dt);
+  c.in_dt = dt;
   c.out_dt = ingot_dtype_of(a->out[0]);
-  c.is_max = a->op == INGOT_OP_AMAX || a->op == INGOT_OP_MAX_DIM || a->op == INGOT_OP_ARGMAX;
+  c.is_max = red_is_max(a->op);
   c.p = c.corr = a->farg[0];
   c.nred = pl.nred;
   cudaStream_t st = stream_of(a->out[0]);

@@ -1,0 +1,573 @@
+/* The llama-family transformer on the CPU (llama2.c in spirit): weights stay
+ * quantised in the GGUF mapping and every linear layer is ingot_ggml_matvec;
+ * RMSNorm, RoPE, grouped-query attention over a float KV cache, SwiGLU.
+ * Prompts run in chunks of up to CHUNK tokens through the same matvec (it
+ * reads each weight row once per chunk). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/internal.h"
+#include "ingot/gguf.h"
+#include "ingot/model.h"
+#include "ingot/quant.h"
+#include "ingot/tokenizer.h"
+#include "model_internal.h"
+
+#define CHUNK 64
+#define DEFAULT_CTX 2048
+
+/* ---- loading ---- */
+
+static bool meta_int(const ingot_gguf *g, const char *arch, const char *key, int64_t *out) {
+  char full[160];
+  snprintf(full, sizeof full, "%s.%s", arch, key);
+  return ingot_gguf_get_int(g, full, out);
+}
+
+static bool meta_float(const ingot_gguf *g, const char *arch, const char *key, double *out) {
+  char full[160];
+  snprintf(full, sizeof full, "%s.%s", arch, key);
+  return ingot_gguf_get_float(g, full, out);
+}
+
+/* A required positive integer hyper-parameter, bounded to keep sizes sane. */
+static bool meta_dim(const ingot_gguf *g, const char *arch, const char *key, int *out,
+                     const char *path) {
+  int64_t v;
+  if (!meta_int(g, arch, key, &v)) {
+    ingot_fail(INGOT_ERR_IO, "%s: missing metadata '%s.%s'", path, arch, key);
+    return false;
+  }
+  if (v <= 0 || v > (1 << 20)) {
+    ingot_fail(INGOT_ERR_IO, "%s: metadata '%s.%s' = %lld is out of range", path, arch, key,
+               (long long)v);
+    return false;
+  }
+  *out = (int)v;
+  return true;
+}
+
+static bool read_config(const ingot_gguf *g, const char *path, ingot_model_config *c) {
+  size_t len;
+  const char *a = ingot_gguf_get_string(g, "general.architecture", &len);
+  if (!a) {
+    ingot_fail(INGOT_ERR_IO, "%s: missing metadata 'general.architecture'", path);
+    return false;
+  }
+  if (len >= sizeof c->arch_name) len = sizeof c->arch_name - 1;
+  memcpy(c->arch_name, a, len);
+  c->arch_name[len] = 0;
+  if (!strcmp(c->arch_name, "llama")) {
+    c->arch = INGOT_ARCH_LLAMA;
+  } else if (!strcmp(c->arch_name, "qwen3")) {
+    c->arch = INGOT_ARCH_QWEN3;
+    c->qk_norm = true;
+    c->rope_neox = true; /* llama.cpp: LLAMA_ROPE_TYPE_NEOX */
+  } else {
+    ingot_fail(INGOT_ERR_UNSUPPORTED, "%s: architecture '%s' is not supported (llama, qwen3)",
+               path, c->arch_name);
+    return false;
+  }
+  const char *an = c->arch_name;
+  if (!meta_dim(g, an, "block_count", &c->n_layers, path) ||
+      !meta_dim(g, an, "embedding_length", &c->dim, path) ||
+      !meta_dim(g, an, "feed_forward_length", &c->ffn_dim, path) ||
+      !meta_dim(g, an, "attention.head_count", &c->n_heads, path))
+    return false;
+  int64_t v;
+  c->n_kv_heads = c->n_heads;
+  if (meta_int(g, an, "attention.head_count_kv", &v) && !meta_dim(g, an, "attention.head_count_kv",
+                                                                  &c->n_kv_heads, path))
+    return false;
+  c->head_dim = c->dim / c->n_heads;
+  if (meta_int(g, an, "attention.key_length", &v) &&
+      !meta_dim(g, an, "attention.key_length", &c->head_dim, path))
+    return false;
+  if (meta_int(g, an, "attention.value_length", &v) && v != c->head_dim) {
+    ingot_fail(INGOT_ERR_UNSUPPORTED, "%s: value_length %lld != key_length %d is not supported",
+               path, (long long)v, c->head_dim);
+    return false;
+  }
+  if (c->n_heads % c->n_kv_heads || c->head_dim % 2) {
+    ingot_fail(INGOT_ERR_IO, "%s: %d heads, %d kv heads, head dim %d: inconsistent", path,
+               c->n_heads, c->n_kv_heads, c->head_dim);
+    return false;
+  }
+  c->ctx_train = meta_int(g, an, "context_length", &v) && v > 0 ? v : DEFAULT_CTX;
+  double d;
+  c->rms_eps = meta_float(g, an, "attention.layer_norm_rms_epsilon", &d) ? (float)d : 1e-5f;
+  c->rope_base = meta_float(g, an, "rope.freq_base", &d) ? (float)d : 10000.0f;
+  if (!(c->rms_eps > 0) || !(c->rope_base > 1)) {
+    ingot_fail(INGOT_ERR_IO, "%s: bad rms epsilon %g or rope base %g", path, c->rms_eps,
+               c->rope_base);
+    return false;
+  }
+  c->rope_factor = 1;
+  char key[160];
+  snprintf(key, sizeof key, "%s.rope.scaling.type", an);
+  const char *st = ingot_gguf_get_string(g, key, &len);
+  if (st && !(len == 4 && !memcmp(st, "none", 4))) {
+    if (len == 6 && !memcmp(st, "linear", 6)) {
+      c->rope_scaling = INGOT_ROPE_SCALING_LINEAR;
+      if (!meta_float(g, an, "rope.scaling.factor", &d) || !(d > 0)) {
+        ingot_fail(INGOT_ERR_IO, "%s: linear rope scaling without a valid factor", path);
+        return false;
+      }
+      c->rope_factor = (float)d;
+    } else if (!(len == 6 && !memcmp(st, "llama3", 6))) {
+      ingot_fail(INGOT_ERR_UNSUPPORTED, "%s: rope scaling '%.*s' is not supported", path,
+                 (int)len, st);
+      return false;
+    }
+  }
+  if (meta_int(g, an, "expert_count", &v) && v > 0) {
+    ingot_fail(INGOT_ERR_UNSUPPORTED, "%s: mixture-of-experts models are not supported yet",
+               path);
+    return false;
+  }
+  return true;
+}
+
+/* Tensor `name`: present, ne == {cols, rows} (rows 0 for 1-D), and of a
+ * type the matvec handles; the error names the tensor and both shapes. */
+static bool get_tensor(ingot_model *m, const char *name, int64_t cols, int64_t rows,
+                       qweight *w) {
+  int64_t i = ingot_gguf_find_tensor(m->g, name);
+  if (i < 0) {
+    ingot_fail(INGOT_ERR_IO, "%s: missing tensor '%s'", m->path, name);
+    return false;
+  }
+  ingot_gguf_tensor_info ti;
+  if (!ingot_gguf_tensor_info_get(m->g, i, &ti)) return false;
+  int want_ndim = rows ? 2 : 1;
+  bool ok = ti.ne[0] == cols && (rows ? ti.ndim == 2 && ti.ne[1] == rows : ti.ndim == 1);
+  if (!ok) {
+    char have[96] = "", want[64];
+    int o = 0;
+    for (int k = 0; k < ti.ndim && o < 80; k++)
+      o += snprintf(have + o, sizeof have - (size_t)o, "%s%lld", k ? ", " : "",
+                    (long long)ti.ne[k]);
+    if (rows) snprintf(want, sizeof want, "%lld, %lld", (long long)cols, (long long)rows);
+    else snprintf(want, sizeof want, "%lld", (long long)cols);
+    ingot_fail(INGOT_ERR_IO,
+               "%s: tensor '%s' has shape [%s], expected [%s] (ggml order, %d-D) for this "
+               "config",
+               m->path, name, have, want, want_ndim);
+    return false;
+  }
+  size_t rs = ingot_ggml_row_size(ti.type, cols);
+  const char *tn = ingot_ggml_type_name(ti.type);
+  if (!rs || (!rows && ti.type != INGOT_GGML_F32)) {
+    ingot_fail(INGOT_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s (%d), not supported here",
+               m->path, name, tn ? tn : "unknown", ti.type);
+    return false;
+  }
+  int64_t nrows = rows ? rows : 1;
+  if (ti.nbytes != rs * (size_t)nrows || ((uintptr_t)ti.data & 3)) {
+    ingot_fail(INGOT_ERR_IO, "%s: tensor '%s' has %zu bytes (or misaligned data), expected %zu",
+               m->path, name, ti.nbytes, rs * (size_t)nrows);
+    return false;
+  }
+  w->data = ti.data;
+  w->type = ti.type;
+  w->rows = nrows;
+  w->cols = cols;
+  w->row_bytes = rs;
+  w->nbytes = ti.nbytes;
+  return true;
+}
+
+static bool get_norm(ingot_model *m, const char *name, int64_t n, const float **out) {
+  qweight w;
+  if (!get_tensor(m, name, n, 0, &w)) return false;
+  *out = w.data;
+  return true;
+}
+
+static bool load_weights(ingot_model *m) {
+  const ingot_model_config *c = &m->cfg;
+  int64_t dim = c->dim, qd = (int64_t)c->n_heads * c->head_dim,
+          kvd = (int64_t)c->n_kv_heads * c->head_dim;
+  int64_t ti = ingot_gguf_find_tensor(m->g, "token_embd.weight");
+  ingot_gguf_tensor_info info;
+  if (ti < 0) {
+    ingot_fail(INGOT_ERR_IO, "%s: missing tensor 'token_embd.weight'", m->path);
+    return false;
+  }
+  if (!ingot_gguf_tensor_info_get(m->g, ti, &info)) return false;
+  if (info.ndim != 2 || info.ne[1] <= 0 || info.ne[1] > INT32_MAX) {
+    ingot_fail(INGOT_ERR_IO, "%s: tensor 'token_embd.weight' is not a [%lld, vocab] matrix",
+               m->path, (long long)dim);
+    return false;
+  }
+  m->cfg.vocab = (int)info.ne[1];
+  if (!get_tensor(m, "token_embd.weight", dim, c->vocab, &m->embd)) return false;
+  if (!get_norm(m, "output_norm.weight", dim, &m->out_norm)) return false;
+  m->cfg.tied_embeddings = ingot_gguf_find_tensor(m->g, "output.weight") < 0;
+  if (c->tied_embeddings) m->lm_head = m->embd;
+  else if (!get_tensor(m, "output.weight", dim, c->vocab, &m->lm_head)) return false;
+
+  m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
+  if (!m->layers) {
+    ingot_fail(INGOT_ERR_OOM, "model: out of memory");
+    return false;
+  }
+  char n[96];
+#define T(field, suffix, cols, rows)                                  \
+  (snprintf(n, sizeof n, "blk.%d." suffix ".weight", l),              \
+   get_tensor(m, n, cols, rows, &L->field))
+#define N(field, suffix, len)                            \
+  (snprintf(n, sizeof n, "blk.%d." suffix ".weight", l), \
+   get_norm(m, n, len, &L->field))
+  for (int l = 0; l < c->n_layers; l++) {
+    layer *L = &m->layers[l];
+    if (!N(attn_norm, "attn_norm", dim) || !N(ffn_norm, "ffn_norm", dim) ||
+        !T(wq, "attn_q", dim, qd) || !T(wk, "attn_k", dim, kvd) || !T(wv, "attn_v", dim, kvd) ||
+        !T(wo, "attn_output", qd, dim) || !T(w_gate, "ffn_gate", dim, c->ffn_dim) ||
+        !T(w_up, "ffn_up", dim, c->ffn_dim) || !T(w_down, "ffn_down", c->ffn_dim, dim))
+      return false;
+    if (c->qk_norm && (!N(q_norm, "attn_q_norm", c->head_dim) ||
+                       !N(k_norm, "attn_k_norm", c->head_dim)))
+      return false;
+  }
+#undef T
+#undef N
+  /* RoPE inverse frequencies, with llama3 per-frequency factors if given. */
+  int half = c->head_dim / 2;
+  m->inv_freq = malloc((size_t)half * sizeof *m->inv_freq);
+  if (!m->inv_freq) {
+    ingot_fail(INGOT_ERR_OOM, "model: out of memory");
+    return false;
+  }
+  const float *factors = NULL;
+  if (ingot_gguf_find_tensor(m->g, "rope_freqs.weight") >= 0) {
+    if (!get_norm(m, "rope_freqs.weight", half, &factors)) return false;
+    m->cfg.rope_scaling = INGOT_ROPE_SCALING_LLAMA3;
+  }
+  for (int i = 0; i < half; i++) {
+    double f = pow((double)c->rope_base, -2.0 * i / c->head_dim);
+    if (factors) f /= factors[i];
+    if (c->rope_scaling == INGOT_ROPE_SCALING_LINEAR) f /= c->rope_factor;
+    m->inv_freq[i] = f;
+  }
+  return true;
+}
+
+static bool alloc_buffers(ingot_model *m) {
+  const ingot_model_config *c = &m->cfg;
+  size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+  size_t wide = qd > (size_t)c->dim ? qd : (size_t)c->dim;
+  size_t cache = (size_t)c->n_layers * (size_t)c->ctx * kvd;
+  m->k_cache = malloc(cache * sizeof(float));
+  m->v_cache = malloc(cache * sizeof(float));
+  m->x = malloc(CHUNK * (size_t)c->dim * sizeof(float));
+  m->xb = malloc(CHUNK * wide * sizeof(float));
+  m->xb2 = malloc(CHUNK * (size_t)c->dim * sizeof(float));
+  m->q = malloc(CHUNK * qd * sizeof(float));
+  m->k = malloc(CHUNK * kvd * sizeof(float));
+  m->v = malloc(CHUNK * kvd * sizeof(float));
+  m->hb = malloc(CHUNK * (size_t)c->ffn_dim * sizeof(float));
+  m->hb2 = malloc(CHUNK * (size_t)c->ffn_dim * sizeof(float));
+  m->att = malloc(CHUNK * (size_t)c->n_heads * (size_t)c->ctx * sizeof(float));
+  m->rope_cs = malloc(CHUNK * (size_t)c->head_dim * sizeof(float));
+  if (!m->k_cache || !m->v_cache || !m->x || !m->xb || !m->xb2 || !m->q || !m->k || !m->v ||
+      !m->hb || !m->hb2 || !m->att || !m->rope_cs) {
+    ingot_fail(INGOT_ERR_OOM, "model: out of memory for the KV cache (%zu MiB) and buffers",
+               2 * cache * sizeof(float) >> 20);
+    return false;
+  }
+  return true;
+}
+
+/* Fault the mapped weights in now (reporting progress) rather than during
+ * the first prompt. */
+static void prefault(ingot_model *m, const ingot_model_options *o) {
+  int64_t nt = ingot_gguf_tensor_count(m->g);
+  size_t total = 0, done = 0;
+  ingot_gguf_tensor_info ti;
+  for (int64_t i = 0; i < nt; i++)
+    if (ingot_gguf_tensor_info_get(m->g, i, &ti)) total += ti.nbytes;
+  volatile unsigned char sink = 0;
+  for (int64_t i = 0; i < nt; i++) {
+    if (!ingot_gguf_tensor_info_get(m->g, i, &ti)) continue;
+    const unsigned char *p = ti.data;
+    for (size_t off = 0; off < ti.nbytes; off += 4096) sink ^= p[off];
+    done += ti.nbytes;
+    if (o && o->progress && total) o->progress((double)done / (double)total, o->progress_user);
+  }
+  (void)sink;
+}
+
+static void add_stop_token(ingot_model *m, const char *text) {
+  int32_t ids[4];
+  int64_t n = ingot_tokenize(m->tok, text, strlen(text), true, ids, 4);
+  if (n != 1 || !ingot_tokenizer_is_special(m->tok, ids[0])) {
+    ingot_clear_error();
+    return;
+  }
+  for (int i = 0; i < m->n_stop; i++)
+    if (m->stop[i] == ids[0]) return;
+  if (m->n_stop < (int)(sizeof m->stop / sizeof m->stop[0])) m->stop[m->n_stop++] = ids[0];
+}
+
+ingot_model *ingot_model_load_ex(const char *path, ingot_device dev,
+                                 const ingot_model_options *opts) {
+  if (!path) return ingot_fail(INGOT_ERR_ARG, "ingot_model_load: path is NULL");
+  if (dev.kind != INGOT_DEVICE_CPU) {
+    char b[32];
+    return ingot_fail(INGOT_ERR_UNSUPPORTED,
+                      "ingot_model_load: the model runtime runs on the cpu only (asked for %s)",
+                      ingot_device_str(dev, b, sizeof b));
+  }
+  ingot_model *m = calloc(1, sizeof *m);
+  if (!m) return ingot_fail(INGOT_ERR_OOM, "ingot_model_load: out of memory");
+  m->path = strdup(path);
+  if (!m->path) {
+    free(m);
+    return ingot_fail(INGOT_ERR_OOM, "ingot_model_load: out of memory");
+  }
+  m->g = ingot_gguf_open(path);
+  if (!m->g || !read_config(m->g, path, &m->cfg) || !load_weights(m)) goto fail;
+  int64_t cap = opts && opts->max_ctx > 0 ? opts->max_ctx : DEFAULT_CTX;
+  m->cfg.ctx = m->cfg.ctx_train < cap ? m->cfg.ctx_train : cap;
+  if (!alloc_buffers(m)) goto fail;
+  m->tok = ingot_tokenizer_from_gguf(m->g);
+  if (!m->tok) goto fail;
+  if (ingot_tokenizer_vocab_size(m->tok) > m->cfg.vocab) {
+    ingot_fail(INGOT_ERR_IO, "%s: the tokenizer has %lld tokens but token_embd.weight %d rows",
+               path, (long long)ingot_tokenizer_vocab_size(m->tok), m->cfg.vocab);
+    goto fail;
+  }
+  if (ingot_tokenizer_eos(m->tok) >= 0) m->stop[m->n_stop++] = ingot_tokenizer_eos(m->tok);
+  add_stop_token(m, "<|im_end|>");
+  add_stop_token(m, "<|endoftext|>");
+  add_stop_token(m, "<|eot_id|>");
+  add_stop_token(m, "<|end_of_text|>");
+  size_t len;
+  const char *tmpl = ingot_gguf_get_string(m->g, "tokenizer.chat_template", &len);
+  if (tmpl && !(m->chat_template = strndup(tmpl, len))) {
+    ingot_fail(INGOT_ERR_OOM, "ingot_model_load: out of memory");
+    goto fail;
+  }
+  prefault(m, opts);
+  return m;
+fail:
+  ingot_model_free(m);
+  return NULL;
+}
+
+ingot_model *ingot_model_load(const char *path, ingot_device dev) {
+  return ingot_model_load_ex(path, dev, NULL);
+}
+
+void ingot_model_free(ingot_model *m) {
+  if (!m) return;
+  ingot_tokenizer_free(m->tok);
+  ingot_gguf_close(m->g);
+  free(m->layers);
+  free(m->inv_freq);
+  free(m->k_cache);
+  free(m->v_cache);
+  free(m->x);
+  free(m->xb);
+  free(m->xb2);
+  free(m->q);
+  free(m->k);
+  free(m->v);
+  free(m->hb);
+  free(m->hb2);
+  free(m->att);
+  free(m->rope_cs);
+  free(m->chat_template);
+  free(m->path);
+  free(m);
+}
+
+const ingot_model_config *ingot_model_get_config(const ingot_model *m) {
+  return m ? &m->cfg : NULL;
+}
+ingot_tokenizer *ingot_model_tokenizer(ingot_model *m) { return m ? m->tok : NULL; }
+const char *ingot_model_chat_template(const ingot_model *m) {
+  return m ? m->chat_template : NULL;
+}
+void ingot_model_reset(ingot_model *m) {
+  if (m) m->n_past = 0;
+}
+int64_t ingot_model_n_past(const ingot_model *m) { return m ? m->n_past : 0; }
+ingot_status ingot_model_truncate(ingot_model *m, int64_t n) {
+  if (!m || n < 0 || n > m->n_past) {
+    ingot_fail(INGOT_ERR_ARG, "ingot_model_truncate: %lld is outside [0, n_past]", (long long)n);
+    return INGOT_ERR_ARG;
+  }
+  m->n_past = n;
+  return INGOT_OK;
+}
+
+/* ---- forward ---- */
+
+static void rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps) {
+  double ss = 0;
+  for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+  float s = (float)(1.0 / sqrt(ss / (double)n + eps));
+  for (int64_t i = 0; i < n; i++) out[i] = x[i] * s * w[i];
+}
+
+/* Rotate one head: adjacent pairs (x[2i], x[2i+1]) for llama GGUF files
+ * (their Q/K rows are permuted by the converter), half-split pairs
+ * (x[i], x[i+d/2]) for neox-style models. cs holds cos[half], sin[half]. */
+static void rope(float *x, const float *cs, int hd, bool neox) {
+  int half = hd / 2;
+  for (int i = 0; i < half; i++) {
+    int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+    float c = cs[i], s = cs[half + i], x0 = x[a], x1 = x[b];
+    x[a] = x0 * c - x1 * s;
+    x[b] = x0 * s + x1 * c;
+  }
+}
+
+static ingot_status linear(const qweight *w, const float *x, int64_t n, float *y) {
+  return ingot_ggml_matvec(w->type, w->data, w->rows, w->cols, x, n, y);
+}
+
+/* Causal attention for tokens t < T at positions p0 + t, every head. */
+static void attention(ingot_model *m, int l, int64_t p0, int64_t T) {
+  const ingot_model_config *c = &m->cfg;
+  int hd = c->head_dim, nh = c->n_heads, grp = c->n_heads / c->n_kv_heads;
+  int64_t kvd = (int64_t)c->n_kv_heads * hd;
+  const float *kc = m->k_cache + (size_t)l * (size_t)c->ctx * (size_t)kvd;
+  const float *vc = m->v_cache + (size_t)l * (size_t)c->ctx * (size_t)kvd;
+  float scale = 1.0f / sqrtf((float)hd);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t th = 0; th < T * nh; th++) {
+    int64_t t = th / nh;
+    int h = (int)(th % nh), kh = h / grp;
+    int64_t npos = p0 + t + 1;
+    const float *q = m->q + (size_t)t * (size_t)nh * hd + (size_t)h * hd;
+    float *att = m->att + (size_t)th * (size_t)c->ctx;
+    float mx = -INFINITY;
+    for (int64_t s = 0; s < npos; s++) {
+      const float *k = kc + (size_t)s * kvd + (size_t)kh * hd;
+      float d = 0;
+      for (int i = 0; i < hd; i++) d += q[i] * k[i];
+      att[s] = d * scale;
+      if (att[s] > mx) mx = att[s];
+    }
+    float sum = 0;
+    for (int64_t s = 0; s < npos; s++) sum += att[s] = expf(att[s] - mx);
+    float *out = m->xb + (size_t)t * (size_t)nh * hd + (size_t)h * hd;
+    for (int i = 0; i < hd; i++) out[i] = 0;
+    for (int64_t s = 0; s < npos; s++) {
+      const float *v = vc + (size_t)s * kvd + (size_t)kh * hd;
+      float p = att[s] / sum;
+      for (int i = 0; i < hd; i++) out[i] += p * v[i];
+    }
+  }
+}
+
+/* One chunk of T <= CHUNK tokens at positions n_past..; the residual stream
+ * of token t ends in m->x[t]. */
+static ingot_status forward_chunk(ingot_model *m, const int32_t *tok, int64_t T) {
+  const ingot_model_config *c = &m->cfg;
+  int64_t dim = c->dim, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
+  int64_t qd = nh * hd, kvd = nkv * hd, p0 = m->n_past;
+  ingot_status st;
+  for (int64_t t = 0; t < T; t++) {
+    st = ingot_ggml_dequantize(m->embd.type, (const char *)m->embd.data +
+                                                 (size_t)tok[t] * m->embd.row_bytes,
+                               m->x + t * dim, dim);
+    if (st) return st;
+    float *cs = m->rope_cs + t * hd;
+    for (int64_t i = 0; i < hd / 2; i++) {
+      double a = (double)(p0 + t) * m->inv_freq[i];
+      cs[i] = (float)cos(a);
+      cs[hd / 2 + i] = (float)sin(a);
+    }
+  }
+  for (int l = 0; l < c->n_layers; l++) {
+    const layer *L = &m->layers[l];
+    for (int64_t t = 0; t < T; t++)
+      rmsnorm(m->xb + t * dim, m->x + t * dim, L->attn_norm, dim, c->rms_eps);
+    if ((st = linear(&L->wq, m->xb, T, m->q)) || (st = linear(&L->wk, m->xb, T, m->k)) ||
+        (st = linear(&L->wv, m->xb, T, m->v)))
+      return st;
+    float *kc = m->k_cache + ((size_t)l * (size_t)c->ctx + (size_t)p0) * (size_t)kvd;
+    float *vc = m->v_cache + ((size_t)l * (size_t)c->ctx + (size_t)p0) * (size_t)kvd;
+    for (int64_t t = 0; t < T; t++) {
+      const float *cs = m->rope_cs + t * hd;
+      for (int64_t h = 0; h < nh; h++) {
+        float *q = m->q + t * qd + h * hd;
+        if (c->qk_norm) rmsnorm(q, q, L->q_norm, hd, c->rms_eps);
+        rope(q, cs, (int)hd, c->rope_neox);
+      }
+      for (int64_t h = 0; h < nkv; h++) {
+        float *k = m->k + t * kvd + h * hd;
+        if (c->qk_norm) rmsnorm(k, k, L->k_norm, hd, c->rms_eps);
+        rope(k, cs, (int)hd, c->rope_neox);
+      }
+    }
+    memcpy(kc, m->k, (size_t)(T * kvd) * sizeof(float));
+    memcpy(vc, m->v, (size_t)(T * kvd) * sizeof(float));
+    attention(m, l, p0, T);
+    if ((st = linear(&L->wo, m->xb, T, m->xb2))) return st;
+    for (int64_t i = 0; i < T * dim; i++) m->x[i] += m->xb2[i];
+
+    for (int64_t t = 0; t < T; t++)
+      rmsnorm(m->xb + t * dim, m->x + t * dim, L->ffn_norm, dim, c->rms_eps);
+    if ((st = linear(&L->w_gate, m->xb, T, m->hb)) || (st = linear(&L->w_up, m->xb, T, m->hb2)))
+      return st;
+    int64_t nf = T * c->ffn_dim;
+    for (int64_t i = 0; i < nf; i++) {
+      float g = m->hb[i];
+      m->hb[i] = g / (1.0f + expf(-g)) * m->hb2[i];
+    }
+    if ((st = linear(&L->w_down, m->hb, T, m->xb2))) return st;
+    for (int64_t i = 0; i < T * dim; i++) m->x[i] += m->xb2[i];
+  }
+  m->n_past += T;
+  return INGOT_OK;
+}
+
+ingot_status ingot_model_forward(ingot_model *m, const int32_t *tokens, int64_t n,
+                                 float *logits_out) {
+  if (!m || (!tokens && n) || n < 0) {
+    ingot_fail(INGOT_ERR_ARG, "ingot_model_forward: bad arguments");
+    return INGOT_ERR_ARG;
+  }
+  if (n > m->cfg.ctx - m->n_past) {
+    ingot_fail(INGOT_ERR_ARG,
+               "ingot_model_forward: %lld tokens do not fit in the context (%lld of %lld used)",
+               (long long)n, (long long)m->n_past, (long long)m->cfg.ctx);
+    return INGOT_ERR_ARG;
+  }
+  for (int64_t i = 0; i < n; i++)
+    if (tokens[i] < 0 || tokens[i] >= m->cfg.vocab) {
+      ingot_fail(INGOT_ERR_INDEX, "ingot_model_forward: token %d at %lld is outside [0, %d)",
+                 tokens[i], (long long)i, m->cfg.vocab);
+      return INGOT_ERR_INDEX;
+    }
+  if (n == 0) {
+    if (logits_out) {
+      ingot_fail(INGOT_ERR_ARG, "ingot_model_forward: no tokens to compute logits for");
+      return INGOT_ERR_ARG;
+    }
+    return INGOT_OK;
+  }
+  int64_t start = m->n_past, last = 0;
+  for (int64_t i = 0; i < n; i += CHUNK) {
+    int64_t T = n - i < CHUNK ? n - i : CHUNK;
+    ingot_status st = forward_chunk(m, tokens + i, T);
+    if (st) {
+      m->n_past = start;
+      return st;
+    }
+    last = T - 1;
+  }
+  if (!logits_out) return INGOT_OK;
+  float *xn = m->xb;
+  rmsnorm(xn, m->x + last * m->cfg.dim, m->out_norm, m->cfg.dim, m->cfg.rms_eps);
+  ingot_status st = linear(&m->lm_head, xn, 1, logits_out);
+  if (st) m->n_past = start;
+  return st;
+}

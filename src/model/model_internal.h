@@ -1,0 +1,43 @@
+/* The model's private layout, shared by the files of src/model. */
+#ifndef INGOT_MODEL_INTERNAL_H
+#define INGOT_MODEL_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ingot/gguf.h"
+#include "ingot/model.h"
+#include "ingot/tokenizer.h"
+
+/* A weight matrix in the GGUF mapping: rows of quantised blocks. */
+typedef struct qweight {
+  const void *data;
+  int type; /* ggml type id */
+  int64_t rows, cols;
+  size_t row_bytes, nbytes;
+} qweight;
+
+typedef struct layer {
+  const float *attn_norm, *ffn_norm, *q_norm, *k_norm; /* F32 in the mapping */
+  qweight wq, wk, wv, wo, w_gate, w_up, w_down;
+} layer;
+
+struct ingot_model {
+  ingot_model_config cfg;
+  char *path;
+  ingot_gguf *g;
+  ingot_tokenizer *tok;
+  char *chat_template;
+  int32_t stop[8]; /* ids that end generation */
+  int n_stop;
+  layer *layers;
+  qweight embd, lm_head;
+  const float *out_norm;
+  double *inv_freq; /* [head_dim/2] RoPE frequencies, scaling applied */
+  float *k_cache, *v_cache; /* [layers, ctx, kv_heads, head_dim] */
+  int64_t n_past;
+  /* scratch for one chunk of tokens */
+  float *x, *xb, *xb2, *q, *k, *v, *hb, *hb2, *att, *rope_cs;
+};
+
+#endif
