@@ -10,6 +10,7 @@
 #include "model.h"
 #include "ops.h"
 #include "quant.h"
+#include "safetensors.h"
 #include "stream.h"
 #include "tensor.h"
 #include "tokenizer.h"

@@ -66,7 +66,9 @@ typedef struct ingot_model_options {
 } ingot_model_options;
 
 /* Open, validate (every tensor present, with the shape the config implies)
- * and map a GGUF model. Only the CPU device is implemented. NULL on failure
+ * and map a model: a GGUF file, or a directory in the HF layout (config.json,
+ * model.safetensors or sharded with model.safetensors.index.json,
+ * tokenizer.json). Only the CPU device is implemented. NULL on failure
  * with an error naming the problem (INGOT_ERR_IO for file/format errors,
  * INGOT_ERR_UNSUPPORTED for architectures or types not handled). */
 ingot_model *ingot_model_load(const char *path, ingot_device dev);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../core/internal.h"
 #include "ingot/gguf.h"
@@ -328,12 +329,16 @@ ingot_model *ingot_model_load_ex(const char *path, ingot_device dev,
     free(m);
     return ingot_fail(INGOT_ERR_OOM, "ingot_model_load: out of memory");
   }
-  m->g = ingot_gguf_open(path);
-  if (!m->g || !read_config(m->g, path, &m->cfg) || !load_weights(m)) goto fail;
+  struct stat sb;
+  bool hf = !stat(path, &sb) && S_ISDIR(sb.st_mode); /* an HF directory (model_hf.c) */
+  if (hf ? !hf_load(m, opts)
+         : (!(m->g = ingot_gguf_open(path)) || !read_config(m->g, path, &m->cfg) ||
+            !load_weights(m)))
+    goto fail;
   int64_t cap = opts && opts->max_ctx > 0 ? opts->max_ctx : DEFAULT_CTX;
   m->cfg.ctx = m->cfg.ctx_train < cap ? m->cfg.ctx_train : cap;
   if (!alloc_buffers(m)) goto fail;
-  m->tok = ingot_tokenizer_from_gguf(m->g);
+  if (!hf) m->tok = ingot_tokenizer_from_gguf(m->g);
   if (!m->tok) goto fail;
   if (ingot_tokenizer_vocab_size(m->tok) > m->cfg.vocab) {
     ingot_fail(INGOT_ERR_IO, "%s: the tokenizer has %lld tokens but token_embd.weight %d rows",
@@ -346,12 +351,12 @@ ingot_model *ingot_model_load_ex(const char *path, ingot_device dev,
   add_stop_token(m, "<|eot_id|>");
   add_stop_token(m, "<|end_of_text|>");
   size_t len;
-  const char *tmpl = ingot_gguf_get_string(m->g, "tokenizer.chat_template", &len);
+  const char *tmpl = hf ? NULL : ingot_gguf_get_string(m->g, "tokenizer.chat_template", &len);
   if (tmpl && !(m->chat_template = strndup(tmpl, len))) {
     ingot_fail(INGOT_ERR_OOM, "ingot_model_load: out of memory");
     goto fail;
   }
-  prefault(m, opts);
+  if (!hf) prefault(m, opts); /* hf_load prefaults its shards */
   return m;
 fail:
   ingot_model_free(m);
@@ -366,6 +371,7 @@ void ingot_model_free(ingot_model *m) {
   if (!m) return;
   ingot_tokenizer_free(m->tok);
   ingot_gguf_close(m->g);
+  hf_free(m);
   free(m->layers);
   free(m->inv_freq);
   free(m->k_cache);
@@ -431,6 +437,28 @@ static ingot_status linear(const qweight *w, const float *x, int64_t n, float *y
   return ingot_ggml_matvec(w->type, w->data, w->rows, w->cols, x, n, y);
 }
 
+/* a . b with 16 independent partial sums: a plain `d += a[i] * b[i]` is one
+ * serial chain of dependent adds (no reassociation without -ffast-math),
+ * which made attention the hot spot of decode at a few hundred positions. */
+static float dot_f32(const float *a, const float *b, int n) {
+  float acc[16] = {0};
+  int i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int k = 0; k < 16; k++) acc[k] += a[i + k] * b[i + k];
+  for (int k = 0; i < n; i++, k++) acc[k] += a[i] * b[i];
+  for (int w = 8; w > 0; w /= 2)
+    for (int k = 0; k < w; k++) acc[k] += acc[k + w];
+  return acc[0];
+}
+
+/* y += a * x, in fixed blocks of 16 with restrict so -O2 vectorises it. */
+static void axpy_f32(float *restrict y, float a, const float *restrict x, int n) {
+  int i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int k = 0; k < 16; k++) y[i + k] += a * x[i + k];
+  for (; i < n; i++) y[i] += a * x[i];
+}
+
 /* Causal attention for tokens t < T at positions p0 + t, every head. */
 static void attention(ingot_model *m, int l, int64_t p0, int64_t T) {
   const ingot_model_config *c = &m->cfg;
@@ -448,10 +476,7 @@ static void attention(ingot_model *m, int l, int64_t p0, int64_t T) {
     float *att = m->att + (size_t)th * (size_t)c->ctx;
     float mx = -INFINITY;
     for (int64_t s = 0; s < npos; s++) {
-      const float *k = kc + (size_t)s * kvd + (size_t)kh * hd;
-      float d = 0;
-      for (int i = 0; i < hd; i++) d += q[i] * k[i];
-      att[s] = d * scale;
+      att[s] = dot_f32(q, kc + (size_t)s * kvd + (size_t)kh * hd, hd) * scale;
       if (att[s] > mx) mx = att[s];
     }
     float sum = 0;
@@ -459,9 +484,7 @@ static void attention(ingot_model *m, int l, int64_t p0, int64_t T) {
     float *out = m->xb + (size_t)t * (size_t)nh * hd + (size_t)h * hd;
     for (int i = 0; i < hd; i++) out[i] = 0;
     for (int64_t s = 0; s < npos; s++) {
-      const float *v = vc + (size_t)s * kvd + (size_t)kh * hd;
-      float p = att[s] / sum;
-      for (int i = 0; i < hd; i++) out[i] += p * v[i];
+      axpy_f32(out, att[s] / sum, vc + (size_t)s * kvd + (size_t)kh * hd, hd);
     }
   }
 }

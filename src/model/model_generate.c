@@ -66,7 +66,11 @@ ingot_status ingot_generate(ingot_model *m, const int32_t *prompt, int64_t n,
     if (out_tokens && gen < cap) out_tokens[gen] = tok;
     gen++;
     hist[nh++] = tok;
-    int64_t len = ingot_detokenize(m->tok, &tok, 1, true, piece, sizeof piece);
+    /* Rows past the tokenizer's vocabulary (padding, e.g. Qwen3's 151936 rows
+     * for 151669 tokens) have no text: an empty piece. */
+    int64_t len = tok < ingot_tokenizer_vocab_size(m->tok)
+                      ? ingot_detokenize(m->tok, &tok, 1, true, piece, sizeof piece)
+                      : 0;
     if (len < 0) {
       st = ingot_last_status();
       goto done;

@@ -38,6 +38,13 @@ struct ingot_model {
   int64_t n_past;
   /* scratch for one chunk of tokens */
   float *x, *xb, *xb2, *q, *k, *v, *hb, *hb2, *att, *rope_cs;
+  struct hf_state *hf; /* HF directory models (model_hf.c): checkpoint + owned buffers */
 };
+
+/* An HF directory (config.json, safetensors, tokenizer.json) into m: config,
+ * weights, RoPE frequencies, tokenizer, chat template, stop ids
+ * (src/model/model_hf.c). m->path is the directory. */
+bool hf_load(ingot_model *m, const ingot_model_options *opts);
+void hf_free(ingot_model *m);
 
 #endif

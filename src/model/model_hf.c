@@ -1,0 +1,546 @@
+/* HF model directories: config.json (llama, qwen3), safetensors weights
+ * (single file or sharded) and tokenizer.json. Linear weights in F32, F16 or
+ * BF16 stay in the mapping and go through ingot_ggml_matvec (ggml types 0, 1,
+ * 30 are plain row-major rows); F8_E4M3 weights with a per-row "<name>_scale"
+ * are dequantised to an owned F32 copy at load. Norm vectors are copied to
+ * F32. HF rotates half-split RoPE pairs (x[i], x[i + d/2]): cfg.rope_neox. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/internal.h"
+#include "ingot/dtype.h"
+#include "ingot/quant.h"
+#include "ingot/safetensors.h"
+#include "json.h"
+#include "model_internal.h"
+
+typedef struct hf_state {
+  ingot_checkpoint *ck;
+  void **owned;
+  int n_owned, cap_owned;
+} hf_state;
+
+void hf_free(ingot_model *m) {
+  if (!m || !m->hf) return;
+  hf_state *h = m->hf;
+  for (int i = 0; i < h->n_owned; i++) free(h->owned[i]);
+  free(h->owned);
+  ingot_checkpoint_close(h->ck);
+  free(h);
+  m->hf = NULL;
+}
+
+/* malloc'd memory freed with the model. */
+static void *own(ingot_model *m, size_t bytes) {
+  hf_state *h = m->hf;
+  if (h->n_owned == h->cap_owned) {
+    int nc = h->cap_owned ? 2 * h->cap_owned : 64;
+    void **no = realloc(h->owned, (size_t)nc * sizeof *no);
+    if (!no) return ingot_fail(INGOT_ERR_OOM, "model: out of memory");
+    h->owned = no;
+    h->cap_owned = nc;
+  }
+  void *p = malloc(bytes ? bytes : 1);
+  if (!p) return ingot_fail(INGOT_ERR_OOM, "model: out of memory (%zu bytes)", bytes);
+  h->owned[h->n_owned++] = p;
+  return p;
+}
+
+static char *join(const char *dir, const char *file) {
+  size_t n = strlen(dir) + strlen(file) + 2;
+  char *p = malloc(n);
+  if (p) snprintf(p, n, "%s/%s", dir, file);
+  return p;
+}
+
+static char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  char *buf = NULL;
+  size_t n = 0, cap = 0;
+  for (;;) {
+    if (n == cap) {
+      char *nb = realloc(buf, cap = cap ? cap * 2 : 1 << 16);
+      if (!nb) {
+        free(buf);
+        fclose(f);
+        return NULL;
+      }
+      buf = nb;
+    }
+    size_t k = fread(buf + n, 1, cap - n, f);
+    n += k;
+    if (!k) break;
+  }
+  bool bad = ferror(f);
+  fclose(f);
+  if (bad) {
+    free(buf);
+    return NULL;
+  }
+  *len = n;
+  return buf;
+}
+
+/* A JSON document from dir/file; NULL (error set unless optional and absent). */
+static json_doc *read_json(const char *dir, const char *file, bool optional) {
+  char *p = join(dir, file);
+  if (!p) return ingot_fail(INGOT_ERR_OOM, "model: out of memory");
+  size_t len;
+  char *text = slurp(p, &len);
+  if (!text) {
+    if (!optional) ingot_fail(INGOT_ERR_IO, "%s: cannot read it", p);
+    free(p);
+    return NULL;
+  }
+  char err[160];
+  json_doc *d = json_parse(text, len, err, sizeof err);
+  free(text);
+  if (!d) ingot_fail(INGOT_ERR_IO, "%s: malformed JSON: %s", p, err);
+  free(p);
+  return d;
+}
+
+/* ---- config.json ---- */
+
+typedef struct cfg_reader {
+  const json_doc *d;
+  int32_t root;
+  const char *path;
+} cfg_reader;
+
+static bool has(const cfg_reader *r, const char *key) {
+  return json_type_of(r->d, json_get(r->d, r->root, key)) != JSON_NULL;
+}
+
+/* A positive integer field (bounded); def < 0: required. */
+static bool cfg_int(const cfg_reader *r, const char *key, int64_t def, int64_t max, int64_t *out) {
+  int32_t n = json_get(r->d, r->root, key);
+  if (json_type_of(r->d, n) == JSON_NULL) {
+    if (def < 0) {
+      ingot_fail(INGOT_ERR_IO, "%s/config.json: missing '%s'", r->path, key);
+      return false;
+    }
+    *out = def;
+    return true;
+  }
+  double v = json_num(r->d, n);
+  if (json_type_of(r->d, n) != JSON_NUM || !(v >= 1 && v <= (double)max) || v != floor(v)) {
+    ingot_fail(INGOT_ERR_IO, "%s/config.json: '%s' must be an integer in [1, %lld]", r->path, key,
+               (long long)max);
+    return false;
+  }
+  *out = (int64_t)v;
+  return true;
+}
+
+static bool cfg_dim(const cfg_reader *r, const char *key, int def, int *out) {
+  int64_t v;
+  if (!cfg_int(r, key, def, 1 << 20, &v)) return false;
+  *out = (int)v;
+  return true;
+}
+
+static bool cfg_float(const cfg_reader *r, int32_t obj, const char *key, double def, double *out) {
+  int32_t n = json_get(r->d, obj, key);
+  if (json_type_of(r->d, n) == JSON_NULL) {
+    *out = def;
+    return true;
+  }
+  if (json_type_of(r->d, n) != JSON_NUM || !isfinite(json_num(r->d, n))) {
+    ingot_fail(INGOT_ERR_IO, "%s/config.json: '%s' must be a number", r->path, key);
+    return false;
+  }
+  *out = json_num(r->d, n);
+  return true;
+}
+
+static bool cfg_str_is(const cfg_reader *r, int32_t obj, const char *key, const char *want) {
+  size_t len;
+  const char *s = json_str(r->d, json_get(r->d, obj, key), &len);
+  return s && strlen(want) == len && !memcmp(s, want, len);
+}
+
+/* RoPE inverse frequencies per HF (default, linear, llama3). */
+static bool rope_setup(ingot_model *m, const cfg_reader *r) {
+  ingot_model_config *c = &m->cfg;
+  int half = c->head_dim / 2;
+  double *f = m->inv_freq = malloc((size_t)half * sizeof *f); /* freed by ingot_model_free */
+  if (!f) {
+    ingot_fail(INGOT_ERR_OOM, "model: out of memory");
+    return false;
+  }
+  for (int i = 0; i < half; i++) f[i] = pow((double)c->rope_base, -2.0 * i / c->head_dim);
+  c->rope_factor = 1;
+  /* transformers >= 5 writes "rope_parameters" (rope_type, rope_theta, factors) */
+  int32_t rs = json_get(r->d, r->root, "rope_scaling");
+  if (json_type_of(r->d, rs) != JSON_OBJ) rs = json_get(r->d, r->root, "rope_parameters");
+  if (json_type_of(r->d, rs) == JSON_OBJ) {
+    size_t len;
+    const char *t = json_str(r->d, json_get(r->d, rs, "rope_type"), &len);
+    if (!t) t = json_str(r->d, json_get(r->d, rs, "type"), &len);
+    if (!t) {
+      ingot_fail(INGOT_ERR_IO, "%s/config.json: rope_scaling without a 'rope_type'", r->path);
+      return false;
+    }
+    double factor, lo, hi, orig;
+    bool is_linear = len == 6 && !memcmp(t, "linear", 6),
+         is_llama3 = len == 6 && !memcmp(t, "llama3", 6);
+    if (len == 7 && !memcmp(t, "default", 7)) {
+      /* plain RoPE */
+    } else if (is_linear || is_llama3) {
+      if (!cfg_float(r, rs, "factor", 0, &factor)) return false;
+      if (!(factor > 0)) {
+        ingot_fail(INGOT_ERR_IO, "%s/config.json: rope_scaling.factor must be > 0", r->path);
+        return false;
+      }
+      c->rope_factor = (float)factor;
+      if (is_linear) {
+        c->rope_scaling = INGOT_ROPE_SCALING_LINEAR;
+        for (int i = 0; i < half; i++) f[i] /= factor;
+      } else {
+        c->rope_scaling = INGOT_ROPE_SCALING_LLAMA3;
+        if (!cfg_float(r, rs, "low_freq_factor", 1, &lo) ||
+            !cfg_float(r, rs, "high_freq_factor", 4, &hi) ||
+            !cfg_float(r, rs, "original_max_position_embeddings", 8192, &orig))
+          return false;
+        if (!(hi > lo) || !(lo > 0) || !(orig > 0)) {
+          ingot_fail(INGOT_ERR_IO, "%s/config.json: bad llama3 rope_scaling factors", r->path);
+          return false;
+        }
+        c->rope_low_freq_factor = (float)lo;
+        c->rope_high_freq_factor = (float)hi;
+        c->rope_orig_ctx = (int64_t)orig;
+        /* transformers' _compute_llama3_parameters */
+        double lo_wl = orig / lo, hi_wl = orig / hi;
+        for (int i = 0; i < half; i++) {
+          double wl = 2 * M_PI / f[i];
+          if (wl > lo_wl) {
+            f[i] /= factor;
+          } else if (wl >= hi_wl) {
+            double s = (orig / wl - lo) / (hi - lo);
+            f[i] = (1 - s) * f[i] / factor + s * f[i];
+          }
+        }
+      }
+    } else {
+      ingot_fail(INGOT_ERR_UNSUPPORTED, "%s/config.json: rope_scaling type '%.*s' is not supported",
+                 r->path, (int)len, t);
+      return false;
+    }
+  }
+  return true;
+}
+
+static bool read_config(ingot_model *m, const cfg_reader *r) {
+  ingot_model_config *c = &m->cfg;
+  const json_doc *d = r->d;
+  size_t len;
+  const char *mt = json_str(d, json_get(d, r->root, "model_type"), &len);
+  const char *ar = json_str(d, json_first(d, json_get(d, r->root, "architectures")), NULL);
+  if (mt ? (len == 5 && !memcmp(mt, "llama", 5)) : ar && !strcmp(ar, "LlamaForCausalLM")) {
+    c->arch = INGOT_ARCH_LLAMA;
+    strcpy(c->arch_name, "llama");
+  } else if (mt ? (len == 5 && !memcmp(mt, "qwen3", 5)) : ar && !strcmp(ar, "Qwen3ForCausalLM")) {
+    c->arch = INGOT_ARCH_QWEN3;
+    strcpy(c->arch_name, "qwen3");
+    c->qk_norm = true;
+  } else {
+    ingot_fail(INGOT_ERR_UNSUPPORTED,
+               "%s/config.json: model_type '%.*s' is not supported (llama, qwen3)", r->path,
+               mt ? (int)len : (int)strlen(ar ? ar : "?"),
+               mt   ? mt
+               : ar ? ar
+                    : "?");
+    return false;
+  }
+  c->rope_neox = true; /* HF checkpoints rotate half-split pairs */
+  if (!cfg_dim(r, "hidden_size", -1, &c->dim) ||
+      !cfg_dim(r, "intermediate_size", -1, &c->ffn_dim) ||
+      !cfg_dim(r, "num_hidden_layers", -1, &c->n_layers) ||
+      !cfg_dim(r, "num_attention_heads", -1, &c->n_heads) ||
+      !cfg_dim(r, "num_key_value_heads", c->n_heads, &c->n_kv_heads) ||
+      !cfg_dim(r, "head_dim", c->dim / c->n_heads > 0 ? c->dim / c->n_heads : 1, &c->head_dim) ||
+      !cfg_dim(r, "vocab_size", -1, &c->vocab))
+    return false;
+  if (c->n_heads % c->n_kv_heads || c->head_dim % 2) {
+    ingot_fail(INGOT_ERR_IO, "%s/config.json: %d heads, %d kv heads, head dim %d: inconsistent",
+               r->path, c->n_heads, c->n_kv_heads, c->head_dim);
+    return false;
+  }
+  if (!cfg_int(r, "max_position_embeddings", 2048, INT64_C(1) << 40, &c->ctx_train)) return false;
+  double eps, theta;
+  if (!cfg_float(r, r->root, "rms_norm_eps", 1e-6, &eps) ||
+      !cfg_float(r, r->root, "rope_theta", 10000, &theta))
+    return false;
+  int32_t rp = json_get(d, r->root, "rope_parameters");
+  if (!has(r, "rope_theta") && json_type_of(d, rp) == JSON_OBJ &&
+      !cfg_float(r, rp, "rope_theta", 10000, &theta))
+    return false;
+  if (!(eps > 0) || !(theta > 1)) {
+    ingot_fail(INGOT_ERR_IO, "%s/config.json: bad rms_norm_eps %g or rope_theta %g", r->path, eps,
+               theta);
+    return false;
+  }
+  c->rms_eps = (float)eps;
+  c->rope_base = (float)theta;
+  if (has(r, "hidden_act") && !cfg_str_is(r, r->root, "hidden_act", "silu")) {
+    ingot_fail(INGOT_ERR_UNSUPPORTED,
+               "%s/config.json: hidden_act other than 'silu' is not supported", r->path);
+    return false;
+  }
+  for (int i = 0; i < 3; i++) { /* features this runtime does not implement */
+    const char *k = i == 2 ? "use_sliding_window" : i ? "mlp_bias" : "attention_bias";
+    int32_t n = json_get(d, r->root, k);
+    if (json_type_of(d, n) == JSON_BOOL && json_bool(d, n)) {
+      ingot_fail(INGOT_ERR_UNSUPPORTED, "%s/config.json: %s = true is not supported", r->path, k);
+      return false;
+    }
+  }
+  int32_t tie = json_get(d, r->root, "tie_word_embeddings");
+  c->tied_embeddings = json_type_of(d, tie) == JSON_BOOL && json_bool(d, tie);
+  /* eos_token_id: an id or a list of ids; they end generation. */
+  int32_t eos = json_get(d, r->root, "eos_token_id");
+  int32_t one = json_type_of(d, eos) == JSON_ARR ? json_first(d, eos) : eos;
+  for (; one >= 0 && m->n_stop < 3; one = json_type_of(d, eos) == JSON_ARR ? json_next(d, one) : -1)
+    if (json_type_of(d, one) == JSON_NUM && json_num(d, one) >= 0 && json_num(d, one) < c->vocab)
+      m->stop[m->n_stop++] = (int32_t)json_num(d, one);
+  return rope_setup(m, r);
+}
+
+/* ---- weights ---- */
+
+static int ggml_type_of(ingot_dtype dt) {
+  return dt == INGOT_F32    ? INGOT_GGML_F32
+         : dt == INGOT_F16  ? INGOT_GGML_F16
+         : dt == INGOT_BF16 ? INGOT_GGML_BF16
+                            : -1;
+}
+
+static float elem_f32(ingot_dtype dt, const uint8_t *p) {
+  uint32_t u;
+  uint16_t h;
+  float f;
+  switch (dt) {
+    case INGOT_F32:
+      memcpy(&u, p, 4);
+      memcpy(&f, &u, 4);
+      return f;
+    case INGOT_F16:
+      memcpy(&h, p, 2);
+      return ingot_f16_to_f32(h);
+    case INGOT_BF16:
+      memcpy(&h, p, 2);
+      return ingot_bf16_to_f32(h);
+    case INGOT_F8E4M3FN:
+      return ingot_f8e4m3fn_to_f32(*p);
+    default:
+      return NAN;
+  }
+}
+
+static bool find(ingot_model *m, const char *name, ingot_safetensors_info *ti) {
+  if (ingot_checkpoint_find(m->hf->ck, name, ti)) return true;
+  ingot_fail(INGOT_ERR_IO, "%s: missing tensor '%s'", m->path, name);
+  return false;
+}
+
+static bool check_shape(ingot_model *m, const ingot_safetensors_info *ti, int64_t rows,
+                        int64_t cols) {
+  bool ok = rows ? ti->ndim == 2 && ti->shape[0] == rows && ti->shape[1] == cols
+                 : ti->ndim == 1 && ti->shape[0] == cols;
+  if (ok) return true;
+  char have[128] = "";
+  int o = 0;
+  for (int k = 0; k < ti->ndim && o < 100; k++)
+    o += snprintf(have + o, sizeof have - (size_t)o, "%s%lld", k ? ", " : "",
+                  (long long)ti->shape[k]);
+  if (rows)
+    ingot_fail(INGOT_ERR_IO,
+               "%s: tensor '%s' has shape [%s], expected [%lld, %lld] for this config", m->path,
+               ti->name, have, (long long)rows, (long long)cols);
+  else
+    ingot_fail(INGOT_ERR_IO, "%s: tensor '%s' has shape [%s], expected [%lld] for this config",
+               m->path, ti->name, have, (long long)cols);
+  return false;
+}
+
+/* A [rows, cols] weight as matvec rows: mapped if F32/F16/BF16 and aligned,
+ * else an owned copy (F8_E4M3 x per-row scale -> F32). */
+static bool get_mat(ingot_model *m, const char *name, int64_t rows, int64_t cols, qweight *w) {
+  ingot_safetensors_info ti;
+  if (!find(m, name, &ti) || !check_shape(m, &ti, rows, cols)) return false;
+  int type = ggml_type_of(ti.dtype);
+  const void *data = ti.data;
+  if (type >= 0) {
+    size_t esz = ingot_dtype_size(ti.dtype);
+    if ((uintptr_t)data % esz) { /* typed loads need natural alignment */
+      void *copy = own(m, ti.nbytes);
+      if (!copy) return false;
+      memcpy(copy, data, ti.nbytes);
+      data = copy;
+    }
+  } else if (ti.dtype == INGOT_F8E4M3FN) {
+    char sname[300];
+    snprintf(sname, sizeof sname, "%s_scale", name);
+    ingot_safetensors_info si;
+    if (!ingot_checkpoint_find(m->hf->ck, sname, &si)) {
+      ingot_fail(INGOT_ERR_UNSUPPORTED,
+                 "%s: F8_E4M3 tensor '%s' has no per-row scale '%s' (other fp8 layouts are not "
+                 "supported yet)",
+                 m->path, name, sname);
+      return false;
+    }
+    if (si.numel != rows || ggml_type_of(si.dtype) < 0) {
+      ingot_fail(INGOT_ERR_UNSUPPORTED,
+                 "%s: scale '%s' must be a float tensor of %lld elements (one per output row)",
+                 m->path, sname, (long long)rows);
+      return false;
+    }
+    float *f = own(m, (size_t)(rows * cols) * sizeof(float));
+    if (!f) return false;
+    const uint8_t *q = ti.data, *s = si.data;
+    size_t ssz = ingot_dtype_size(si.dtype);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+      float sc = elem_f32(si.dtype, s + (size_t)r * ssz);
+      for (int64_t k = 0; k < cols; k++)
+        f[r * cols + k] = ingot_f8e4m3fn_to_f32(q[r * cols + k]) * sc;
+    }
+    data = f;
+    type = INGOT_GGML_F32;
+  } else {
+    ingot_fail(INGOT_ERR_UNSUPPORTED,
+               "%s: tensor '%s' has dtype %s, not a supported weight type "
+               "(F32, F16, BF16, F8_E4M3)",
+               m->path, name, ti.dtype_name);
+    return false;
+  }
+  w->data = data;
+  w->type = type;
+  w->rows = rows;
+  w->cols = cols;
+  w->row_bytes = ingot_ggml_row_size(type, cols);
+  w->nbytes = w->row_bytes * (size_t)rows;
+  return true;
+}
+
+/* A norm vector of n floats, copied to F32. */
+static bool get_vec(ingot_model *m, const char *name, int64_t n, const float **out) {
+  ingot_safetensors_info ti;
+  if (!find(m, name, &ti) || !check_shape(m, &ti, 0, n)) return false;
+  if (ggml_type_of(ti.dtype) < 0) {
+    ingot_fail(INGOT_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s (F32, F16 or BF16 expected)",
+               m->path, name, ti.dtype_name);
+    return false;
+  }
+  float *f = own(m, (size_t)n * sizeof(float));
+  if (!f) return false;
+  size_t esz = ingot_dtype_size(ti.dtype);
+  for (int64_t i = 0; i < n; i++) f[i] = elem_f32(ti.dtype, (const uint8_t *)ti.data + i * esz);
+  *out = f;
+  return true;
+}
+
+static bool load_weights(ingot_model *m) {
+  const ingot_model_config *c = &m->cfg;
+  int64_t dim = c->dim, qd = (int64_t)c->n_heads * c->head_dim,
+          kvd = (int64_t)c->n_kv_heads * c->head_dim, ffn = c->ffn_dim;
+  if (!get_mat(m, "model.embed_tokens.weight", c->vocab, dim, &m->embd) ||
+      !get_vec(m, "model.norm.weight", dim, &m->out_norm))
+    return false;
+  ingot_safetensors_info ti;
+  bool has_head = ingot_checkpoint_find(m->hf->ck, "lm_head.weight", &ti);
+  if (c->tied_embeddings || !has_head) {
+    m->cfg.tied_embeddings = true; /* no lm_head.weight: the embedding is the head */
+    m->lm_head = m->embd;
+  } else if (!get_mat(m, "lm_head.weight", c->vocab, dim, &m->lm_head)) {
+    return false;
+  }
+  m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
+  if (!m->layers) {
+    ingot_fail(INGOT_ERR_OOM, "model: out of memory");
+    return false;
+  }
+  char n[128];
+#define W(field, suffix, rows, cols)                              \
+  (snprintf(n, sizeof n, "model.layers.%d." suffix ".weight", l), \
+   get_mat(m, n, rows, cols, &L->field))
+#define V(field, suffix, len) \
+  (snprintf(n, sizeof n, "model.layers.%d." suffix ".weight", l), get_vec(m, n, len, &L->field))
+  for (int l = 0; l < c->n_layers; l++) {
+    layer *L = &m->layers[l];
+    if (!V(attn_norm, "input_layernorm", dim) || !V(ffn_norm, "post_attention_layernorm", dim) ||
+        !W(wq, "self_attn.q_proj", qd, dim) || !W(wk, "self_attn.k_proj", kvd, dim) ||
+        !W(wv, "self_attn.v_proj", kvd, dim) || !W(wo, "self_attn.o_proj", dim, qd) ||
+        !W(w_gate, "mlp.gate_proj", ffn, dim) || !W(w_up, "mlp.up_proj", ffn, dim) ||
+        !W(w_down, "mlp.down_proj", dim, ffn))
+      return false;
+    if (c->qk_norm && (!V(q_norm, "self_attn.q_norm", c->head_dim) ||
+                       !V(k_norm, "self_attn.k_norm", c->head_dim)))
+      return false;
+  }
+#undef W
+#undef V
+  return true;
+}
+
+/* Touch the mapped shards now (reporting progress), not in the first prompt. */
+static void prefault(ingot_model *m, const ingot_model_options *o) {
+  int64_t n = ingot_checkpoint_tensor_count(m->hf->ck);
+  size_t total = 0, done = 0;
+  ingot_safetensors_info ti;
+  for (int64_t i = 0; i < n; i++)
+    if (ingot_checkpoint_info_get(m->hf->ck, i, &ti)) total += ti.nbytes;
+  volatile unsigned char sink = 0;
+  for (int64_t i = 0; i < n; i++) {
+    if (!ingot_checkpoint_info_get(m->hf->ck, i, &ti)) continue;
+    const unsigned char *p = ti.data;
+    for (size_t off = 0; off < ti.nbytes; off += 4096) sink ^= p[off];
+    done += ti.nbytes;
+    if (o && o->progress && total) o->progress((double)done / (double)total, o->progress_user);
+  }
+  (void)sink;
+}
+
+bool hf_load(ingot_model *m, const ingot_model_options *opts) {
+  if (!(m->hf = calloc(1, sizeof *m->hf))) {
+    ingot_fail(INGOT_ERR_OOM, "model: out of memory");
+    return false;
+  }
+  json_doc *d = read_json(m->path, "config.json", false);
+  if (!d) return false;
+  cfg_reader r = {d, json_root(d), m->path};
+  bool ok = json_type_of(d, r.root) == JSON_OBJ;
+  if (!ok) ingot_fail(INGOT_ERR_IO, "%s/config.json: not a JSON object", m->path);
+  ok = ok && read_config(m, &r);
+  json_free(d);
+  if (!ok) return false;
+  if (!(m->hf->ck = ingot_checkpoint_open_dir(m->path)) || !load_weights(m)) return false;
+  char *tp = join(m->path, "tokenizer.json");
+  if (!tp) {
+    ingot_fail(INGOT_ERR_OOM, "model: out of memory");
+    return false;
+  }
+  m->tok = ingot_tokenizer_from_json(tp);
+  free(tp);
+  if (!m->tok) return false;
+  /* The chat template, if tokenizer_config.json has one as a string. */
+  json_doc *tc = read_json(m->path, "tokenizer_config.json", true);
+  if (tc) {
+    size_t len;
+    const char *t = json_str(tc, json_get(tc, json_root(tc), "chat_template"), &len);
+    if (t && !(m->chat_template = strndup(t, len))) {
+      json_free(tc);
+      ingot_fail(INGOT_ERR_OOM, "model: out of memory");
+      return false;
+    }
+    json_free(tc);
+  } else {
+    ingot_clear_error();
+  }
+  prefault(m, opts);
+  return true;
+}
