@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fileio.h"
 #include "../core/internal.h"
 #include "ingot/dtype.h"
 #include "ingot/quant.h"
@@ -48,48 +49,12 @@ static void *own(ingot_model *m, size_t bytes) {
   return p;
 }
 
-static char *join(const char *dir, const char *file) {
-  size_t n = strlen(dir) + strlen(file) + 2;
-  char *p = malloc(n);
-  if (p) snprintf(p, n, "%s/%s", dir, file);
-  return p;
-}
-
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  char *buf = NULL;
-  size_t n = 0, cap = 0;
-  for (;;) {
-    if (n == cap) {
-      char *nb = realloc(buf, cap = cap ? cap * 2 : 1 << 16);
-      if (!nb) {
-        free(buf);
-        fclose(f);
-        return NULL;
-      }
-      buf = nb;
-    }
-    size_t k = fread(buf + n, 1, cap - n, f);
-    n += k;
-    if (!k) break;
-  }
-  bool bad = ferror(f);
-  fclose(f);
-  if (bad) {
-    free(buf);
-    return NULL;
-  }
-  *len = n;
-  return buf;
-}
-
 /* A JSON document from dir/file; NULL (error set unless optional and absent). */
 static json_doc *read_json(const char *dir, const char *file, bool optional) {
-  char *p = join(dir, file);
+  char *p = model_path_join(dir, file);
   if (!p) return ingot_fail(INGOT_ERR_OOM, "model: out of memory");
   size_t len;
-  char *text = slurp(p, &len);
+  char *text = model_read_file(p, &len);
   if (!text) {
     if (!optional) ingot_fail(INGOT_ERR_IO, "%s: cannot read it", p);
     free(p);
@@ -519,7 +484,7 @@ bool hf_load(ingot_model *m, const ingot_model_options *opts) {
   json_free(d);
   if (!ok) return false;
   if (!(m->hf->ck = ingot_checkpoint_open_dir(m->path)) || !load_weights(m)) return false;
-  char *tp = join(m->path, "tokenizer.json");
+  char *tp = model_path_join(m->path, "tokenizer.json");
   if (!tp) {
     ingot_fail(INGOT_ERR_OOM, "model: out of memory");
     return false;

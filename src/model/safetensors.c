@@ -2,6 +2,7 @@
  * include/ingot/safetensors.h). The header is parsed once with the model JSON
  * reader; every tensor's extent is checked against the data section, and the
  * tensors are kept sorted by name (lookups are a binary search). */
+#include "fileio.h"
 #include "ingot/safetensors.h"
 
 #include <errno.h>
@@ -431,46 +432,8 @@ static int cmp_entry(const void *a, const void *b) {
   return strcmp(((const ck_entry *)a)->name, ((const ck_entry *)b)->name);
 }
 
-static char *join(const char *dir, const char *file) {
-  size_t n = strlen(dir) + strlen(file) + 2;
-  char *p = malloc(n);
-  if (p) snprintf(p, n, "%s/%s", dir, file);
-  return p;
-}
-
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  char *buf = NULL;
-  size_t n = 0, cap = 0;
-  for (;;) {
-    if (n == cap) {
-      char *nb = realloc(buf, cap = cap ? cap * 2 : 1 << 16);
-      if (!nb) {
-        free(buf);
-        fclose(f);
-        errno = ENOMEM;
-        return NULL;
-      }
-      buf = nb;
-    }
-    size_t k = fread(buf + n, 1, cap - n, f);
-    n += k;
-    if (!k) break;
-  }
-  bool bad = ferror(f);
-  fclose(f);
-  if (bad) {
-    free(buf);
-    errno = EIO;
-    return NULL;
-  }
-  *len = n;
-  return buf;
-}
-
 static int add_shard(ingot_checkpoint *ck, const char *dir, const char *file) {
-  char *p = join(dir, file);
+  char *p = model_path_join(dir, file);
   if (!p) {
     ingot_set_error(INGOT_ERR_OOM, "ingot_checkpoint_open_dir: out of memory");
     return -1;
@@ -492,7 +455,7 @@ static int add_shard(ingot_checkpoint *ck, const char *dir, const char *file) {
 /* The shard files named by the index: opened once each, in order of first use. */
 static bool open_index(ingot_checkpoint *ck, const char *dir, const char *ipath) {
   size_t len;
-  char *text = slurp(ipath, &len);
+  char *text = model_read_file(ipath, &len);
   if (!text) {
     ingot_set_error(INGOT_ERR_IO, "%s: cannot read: %s", ipath, strerror(errno));
     return false;
@@ -564,8 +527,8 @@ ingot_checkpoint *ingot_checkpoint_open_dir(const char *dir) {
   if (!dir) return fail(INGOT_ERR_ARG, "ingot_checkpoint_open_dir: dir is NULL");
   ingot_checkpoint *ck = calloc(1, sizeof *ck);
   if (!ck) return fail(INGOT_ERR_OOM, "ingot_checkpoint_open_dir: out of memory");
-  char *ipath = join(dir, "model.safetensors.index.json");
-  char *single = join(dir, "model.safetensors");
+  char *ipath = model_path_join(dir, "model.safetensors.index.json");
+  char *single = model_path_join(dir, "model.safetensors");
   if (!ipath || !single) {
     ingot_set_error(INGOT_ERR_OOM, "ingot_checkpoint_open_dir: out of memory");
     goto fail;

@@ -5,40 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fileio.h"
 #include "../core/internal.h"
 #include "json.h"
 #include "tokenizer_internal.h"
-
-static char *read_file(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  char *buf = NULL;
-  size_t n = 0, cap = 0;
-  for (;;) {
-    if (n == cap) {
-      size_t nc = cap ? cap * 2 : 1 << 16;
-      char *nb = realloc(buf, nc);
-      if (!nb) {
-        free(buf);
-        fclose(f);
-        return NULL;
-      }
-      buf = nb;
-      cap = nc;
-    }
-    size_t k = fread(buf + n, 1, cap - n, f);
-    n += k;
-    if (k == 0) break;
-  }
-  bool err = ferror(f);
-  fclose(f);
-  if (err) {
-    free(buf);
-    return NULL;
-  }
-  *len = n;
-  return buf;
-}
 
 static bool str_is(const json_doc *d, int32_t node, const char *s) {
   size_t n;
@@ -136,7 +106,7 @@ static json_doc *load_config(const char *path) {
   memcpy(cp, path, dir);
   strcpy(cp + dir, "tokenizer_config.json");
   size_t len;
-  char *text = read_file(cp, &len);
+  char *text = model_read_file(cp, &len);
   free(cp);
   if (!text) return NULL;
   char err[16];
@@ -262,7 +232,7 @@ fail:
 ingot_tokenizer *ingot_tokenizer_from_json(const char *path) {
   if (!path) return ingot_fail(INGOT_ERR_ARG, "tokenizer_from_json: NULL path");
   size_t len;
-  char *text = read_file(path, &len);
+  char *text = model_read_file(path, &len);
   if (!text) return ingot_fail(INGOT_ERR_IO, "tokenizer_from_json: cannot read %s", path);
   char err[200];
   json_doc *d = json_parse(text, len, err, sizeof err);
