@@ -110,7 +110,7 @@ ingot_dtype result_type(const char *op, int n, const ingot_tensor *const *ts) {
     } else {
       ingot_dtype p = ingot_promote_types(*slot, dt);
       if (p == INGOT_DTYPE_INVALID) {
-        ingot_set_error(INGOT_ERR_DTYPE, "%s: %s", op, ingot_last_error());
+        fail_in(op); /* promote_types set the message and status */
         return p;
       }
       *slot = p;

@@ -296,29 +296,31 @@ ingot_status copy_into(ingot_tensor *dst, const ingot_tensor *src) {
   return st;
 }
 
-static ingot_tensor *copy_as(const ingot_tensor *t, ingot_dtype dt) {
+/* A fresh contiguous copy of t converted to dt; errors name op. */
+static ingot_tensor *copy_as(const ingot_tensor *t, ingot_dtype dt, const char *op) {
   ingot_tensor *out = tensor_new(t->ndim, t->shape, dt, t->device);
-  if (out && run_copy(out, t) != INGOT_OK) {
+  if (!out) return fail_in(op);
+  if (run_copy(out, t) != INGOT_OK) {
     ingot_release(out);
-    return NULL;
+    return fail_in(op);
   }
   return out;
 }
 
 ingot_tensor *ingot_clone(const ingot_tensor *t) {
-  return check_tensors("clone", 1, &t) ? copy_as(t, t->dtype) : NULL;
+  return check_tensors("clone", 1, &t) ? copy_as(t, t->dtype, "clone") : NULL;
 }
 
 ingot_tensor *ingot_contiguous(const ingot_tensor *t) {
   if (!check_tensors("contiguous", 1, &t)) return NULL;
   if (ingot_is_contiguous(t)) return ingot_retain((ingot_tensor *)t);
-  return copy_as(t, t->dtype);
+  return copy_as(t, t->dtype, "contiguous");
 }
 
 ingot_tensor *ingot_cast(const ingot_tensor *t, ingot_dtype dt) {
   if (!check_tensors("cast", 1, &t)) return NULL;
   if (dt < 0 || dt >= INGOT_DTYPE_COUNT) return ingot_fail(INGOT_ERR_DTYPE, "cast: invalid dtype");
-  return copy_as(t, dt);
+  return copy_as(t, dt, "cast");
 }
 
 ingot_status ingot_copy_(ingot_tensor *dst, const ingot_tensor *src) {

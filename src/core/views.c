@@ -276,7 +276,7 @@ int ingot_split(const ingot_tensor *t, int64_t split_size, int dim, ingot_tensor
                     (long long)split_size);
     return -1;
   }
-  int64_t pieces = n == 0 ? 1 : (n + split_size - 1) / split_size;
+  int64_t pieces = n == 0 ? 1 : (n - 1) / split_size + 1; /* no overflow near INT64_MAX */
   if (!out || pieces > max_out) {
     ingot_set_error(INGOT_ERR_ARG, "split: %lld pieces do not fit in %d output slots",
                     (long long)pieces, max_out);

@@ -224,6 +224,8 @@ static void hash_grow(dev_state *d) {
 }
 
 static void hash_insert(dev_state *d, block *b) {
+  if (!d->buckets && !(d->buckets = calloc(d->nbuckets, sizeof *d->buckets)))
+    return; /* out of host memory: the block stays untracked rather than crash */
   if (d->nlive + 1 > d->nbuckets * 2) hash_grow(d);
   size_t h = hash_ptr(b->ptr, d->nbuckets);
   b->hnext = d->buckets[h];

@@ -1,5 +1,6 @@
 /* The llama-family transformer on the CPU (llama2.c in spirit): weights stay
- * quantised in the GGUF mapping and every linear layer is ingot_ggml_matvec;
+ * quantised in the GGUF mapping and every linear layer is ingot_ggml_matvec_q8
+ * (int8 activations, as llama.cpp) or, with exact_matvec, ingot_ggml_matvec;
  * RMSNorm, RoPE, grouped-query attention over a float KV cache, SwiGLU.
  * Prompts run in chunks of up to CHUNK tokens through the same matvec (it
  * reads each weight row once per chunk). */
@@ -91,7 +92,7 @@ static bool read_config(const ingot_gguf *g, const char *path, ingot_model_confi
                path, (long long)v, c->head_dim);
     return false;
   }
-  if (c->n_heads % c->n_kv_heads || c->head_dim % 2) {
+  if (c->head_dim <= 0 || c->n_heads % c->n_kv_heads || c->head_dim % 2) {
     ingot_fail(INGOT_ERR_IO, "%s: %d heads, %d kv heads, head dim %d: inconsistent", path,
                c->n_heads, c->n_kv_heads, c->head_dim);
     return false;
@@ -324,6 +325,8 @@ ingot_model *ingot_model_load_ex(const char *path, ingot_device dev,
   }
   ingot_model *m = calloc(1, sizeof *m);
   if (!m) return ingot_fail(INGOT_ERR_OOM, "ingot_model_load: out of memory");
+  const char *exact = getenv("INGOT_EXACT_MATVEC");
+  m->exact_matvec = (opts && opts->exact_matvec) || (exact && *exact && strcmp(exact, "0") != 0);
   m->path = strdup(path);
   if (!m->path) {
     free(m);
@@ -433,8 +436,10 @@ static void rope(float *x, const float *cs, int hd, bool neox) {
   }
 }
 
-static ingot_status linear(const qweight *w, const float *x, int64_t n, float *y) {
-  return ingot_ggml_matvec(w->type, w->data, w->rows, w->cols, x, n, y);
+static ingot_status linear(const ingot_model *m, const qweight *w, const float *x, int64_t n,
+                           float *y) {
+  if (m->exact_matvec) return ingot_ggml_matvec(w->type, w->data, w->rows, w->cols, x, n, y);
+  return ingot_ggml_matvec_q8(w->type, w->data, w->rows, w->cols, x, n, y);
 }
 
 /* a . b with 16 independent partial sums: a plain `d += a[i] * b[i]` is one
@@ -512,8 +517,8 @@ static ingot_status forward_chunk(ingot_model *m, const int32_t *tok, int64_t T)
     const layer *L = &m->layers[l];
     for (int64_t t = 0; t < T; t++)
       rmsnorm(m->xb + t * dim, m->x + t * dim, L->attn_norm, dim, c->rms_eps);
-    if ((st = linear(&L->wq, m->xb, T, m->q)) || (st = linear(&L->wk, m->xb, T, m->k)) ||
-        (st = linear(&L->wv, m->xb, T, m->v)))
+    if ((st = linear(m, &L->wq, m->xb, T, m->q)) || (st = linear(m, &L->wk, m->xb, T, m->k)) ||
+        (st = linear(m, &L->wv, m->xb, T, m->v)))
       return st;
     float *kc = m->k_cache + ((size_t)l * (size_t)c->ctx + (size_t)p0) * (size_t)kvd;
     float *vc = m->v_cache + ((size_t)l * (size_t)c->ctx + (size_t)p0) * (size_t)kvd;
@@ -533,19 +538,19 @@ static ingot_status forward_chunk(ingot_model *m, const int32_t *tok, int64_t T)
     memcpy(kc, m->k, (size_t)(T * kvd) * sizeof(float));
     memcpy(vc, m->v, (size_t)(T * kvd) * sizeof(float));
     attention(m, l, p0, T);
-    if ((st = linear(&L->wo, m->xb, T, m->xb2))) return st;
+    if ((st = linear(m, &L->wo, m->xb, T, m->xb2))) return st;
     for (int64_t i = 0; i < T * dim; i++) m->x[i] += m->xb2[i];
 
     for (int64_t t = 0; t < T; t++)
       rmsnorm(m->xb + t * dim, m->x + t * dim, L->ffn_norm, dim, c->rms_eps);
-    if ((st = linear(&L->w_gate, m->xb, T, m->hb)) || (st = linear(&L->w_up, m->xb, T, m->hb2)))
+    if ((st = linear(m, &L->w_gate, m->xb, T, m->hb)) || (st = linear(m, &L->w_up, m->xb, T, m->hb2)))
       return st;
     int64_t nf = T * c->ffn_dim;
     for (int64_t i = 0; i < nf; i++) {
       float g = m->hb[i];
       m->hb[i] = g / (1.0f + expf(-g)) * m->hb2[i];
     }
-    if ((st = linear(&L->w_down, m->hb, T, m->xb2))) return st;
+    if ((st = linear(m, &L->w_down, m->hb, T, m->xb2))) return st;
     for (int64_t i = 0; i < T * dim; i++) m->x[i] += m->xb2[i];
   }
   m->n_past += T;
@@ -590,7 +595,7 @@ ingot_status ingot_model_forward(ingot_model *m, const int32_t *tokens, int64_t 
   if (!logits_out) return INGOT_OK;
   float *xn = m->xb;
   rmsnorm(xn, m->x + last * m->cfg.dim, m->out_norm, m->cfg.dim, m->cfg.rms_eps);
-  ingot_status st = linear(&m->lm_head, xn, 1, logits_out);
+  ingot_status st = linear(m, &m->lm_head, xn, 1, logits_out);
   if (st) m->n_past = start;
   return st;
 }

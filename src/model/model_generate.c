@@ -38,7 +38,14 @@ ingot_status ingot_generate(ingot_model *m, const int32_t *prompt, int64_t n,
   }
   ingot_generate_options o = opts ? *opts : ingot_generate_defaults();
   int64_t room = m->cfg.ctx - m->n_past - n; /* tokens that can still be fed after the prompt */
-  int64_t max = o.max_tokens > 0 ? o.max_tokens : room + 1;
+  if (room < 0) {
+    ingot_fail(INGOT_ERR_ARG, "ingot_generate: the prompt (%lld tokens) does not fit in the "
+               "context (%lld of %lld used)", (long long)n, (long long)m->n_past,
+               (long long)m->cfg.ctx);
+    return INGOT_ERR_ARG;
+  }
+  /* At most room + 1 tokens can be generated (the last one is not fed back). */
+  int64_t max = o.max_tokens > 0 && o.max_tokens <= room + 1 ? o.max_tokens : room + 1;
   int64_t win = o.sample.repeat_last_n > 0 ? o.sample.repeat_last_n : 64;
   int32_t *hist = malloc((size_t)(win + max + 1) * sizeof *hist);
   float *logits = malloc((size_t)m->cfg.vocab * sizeof *logits);
