@@ -102,6 +102,8 @@ static void gen_usage(FILE *f, bool chat) {
           "  --seed S               random seed (default 0)\n"
           "  --ctx N                KV cache length (default 2048, at most the model's)\n"
           "  --system TEXT          system prompt (default: the model's own, if known)\n"
+          "  --exact                float activations in linear layers (default: int8 as\n"
+          "                         llama.cpp; also INGOT_EXACT_MATVEC=1)\n"
           "%s"
           "  -h, --help             this text\n",
           chat ? "chat" : "generate",
@@ -312,7 +314,7 @@ static int run_chat(ingot_model *m, const char *system, const ingot_generate_opt
 
 static int cmd_generate(int argc, char **argv, bool chat) {
   const char *model = DEFAULT_MODEL, *prompt = "Hello", *system = NULL, *devname = NULL;
-  bool raw = false, have_system = false;
+  bool raw = false, have_system = false, exact = false;
   ingot_generate_options go = ingot_generate_defaults();
   int64_t ctx = 2048, v;
   for (int i = 1; i < argc; i++) {
@@ -323,6 +325,10 @@ static int cmd_generate(int argc, char **argv, bool chat) {
     }
     if (!strcmp(a, "--no-chat") && !chat) {
       raw = true;
+      continue;
+    }
+    if (!strcmp(a, "--exact")) {
+      exact = true;
       continue;
     }
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -362,7 +368,7 @@ static int cmd_generate(int argc, char **argv, bool chat) {
     fprintf(stderr, "ingot: cuda decode path not yet implemented; running on cpu\n");
     dev = INGOT_CPU;
   }
-  ingot_model_options mo = {.max_ctx = ctx};
+  ingot_model_options mo = {.max_ctx = ctx, .exact_matvec = exact};
   if (isatty(2)) mo.progress = progress_bar;
   ingot_model *m = ingot_model_load_ex(model, dev, &mo);
   if (!m) {

@@ -63,6 +63,10 @@ typedef struct ingot_model_options {
   int64_t max_ctx;            /* cap on the KV cache length; 0: 2048 */
   ingot_progress_fn progress; /* may be NULL */
   void *progress_user;
+  /* Linear layers take float activations (ingot_ggml_matvec) instead of the
+   * default int8-rounded ones as llama.cpp (ingot_ggml_matvec_q8: faster, less
+   * exact). The environment variable INGOT_EXACT_MATVEC=1 also selects it. */
+  bool exact_matvec;
 } ingot_model_options;
 
 /* Open, validate (every tensor present, with the shape the config implies)

@@ -43,6 +43,14 @@ ingot_status ingot_ggml_dequantize(int type, const void *src, float *dst, int64_
  * over rows; reads the blocks directly (no dequantised copy of W). */
 ingot_status ingot_ggml_matvec(int type, const void *w, int64_t rows, int64_t cols, const float *x,
                                int64_t nx, float *y);
+/* The same product with x rounded to int8 per 32-element block as llama.cpp
+ * does (ggml's quantize_row_q8_1_ref: d = max|x|/127 and s = d * sum(q) kept
+ * as f16, q = round(x / d)), then integer dot products per weight block:
+ * d_w * d_x * sum(q_w q_x) (+ m_w * s_x for Q4_1). Faster and less exact
+ * than ingot_ggml_matvec (each x off by up to 1/254 of its block's max |x|). Q4_0, Q4_1
+ * and Q8_0; any other type falls back to ingot_ggml_matvec. */
+ingot_status ingot_ggml_matvec_q8(int type, const void *w, int64_t rows, int64_t cols,
+                                  const float *x, int64_t nx, float *y);
 
 #ifdef __cplusplus
 }

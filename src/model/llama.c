@@ -543,7 +543,8 @@ static ingot_status forward_chunk(ingot_model *m, const int32_t *tok, int64_t T)
 
     for (int64_t t = 0; t < T; t++)
       rmsnorm(m->xb + t * dim, m->x + t * dim, L->ffn_norm, dim, c->rms_eps);
-    if ((st = linear(m, &L->w_gate, m->xb, T, m->hb)) || (st = linear(m, &L->w_up, m->xb, T, m->hb2)))
+    if ((st = linear(m, &L->w_gate, m->xb, T, m->hb)) ||
+        (st = linear(m, &L->w_up, m->xb, T, m->hb2)))
       return st;
     int64_t nf = T * c->ffn_dim;
     for (int64_t i = 0; i < nf; i++) {

@@ -38,6 +38,7 @@ struct ingot_model {
   int64_t n_past;
   /* scratch for one chunk of tokens */
   float *x, *xb, *xb2, *q, *k, *v, *hb, *hb2, *att, *rope_cs;
+  bool exact_matvec;   /* float activations in linear layers (see ingot_model_options) */
   struct hf_state *hf; /* HF directory models (model_hf.c): checkpoint + owned buffers */
 };
 

@@ -82,7 +82,17 @@ def path():
 
 @pytest.fixture(scope="module")
 def model(path):
-    m = lib.ingot_model_load(path.encode(), CPU)
+    # The tight numpy comparisons need float activations (ingot_ggml_matvec),
+    # not the default int8 ones; the switch is read when the model loads.
+    old = os.environ.get("INGOT_EXACT_MATVEC")
+    os.environ["INGOT_EXACT_MATVEC"] = "1"
+    try:
+        m = lib.ingot_model_load(path.encode(), CPU)
+    finally:
+        if old is None:
+            del os.environ["INGOT_EXACT_MATVEC"]
+        else:
+            os.environ["INGOT_EXACT_MATVEC"] = old
     assert m, lib.ingot_last_error().decode()
     yield m
     lib.ingot_model_free(m)
@@ -372,6 +382,10 @@ def test_cli_generate(path):
     assert "Paris" in r.stdout
     last = r.stderr.strip().splitlines()[-1]
     assert last.startswith("prompt: ") and "tok/s; decode: " in last
+    r = cli("generate", "-m", path, "-p", "What is the capital of France? Answer in one sentence.",
+            "-n", "12", "--device", "cpu", "--exact")
+    assert r.returncode == 0, r.stderr
+    assert "Paris" in r.stdout
 
 
 def test_cli_chat_keeps_conversation(path):

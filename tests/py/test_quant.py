@@ -327,3 +327,124 @@ def test_errors():
     assert mv(3, ptr(a), 2, 32, None, 1, ptr(f)) == ERR_ARG
     assert mv(3, ptr(a), 2, 32, ptr(f), 1, None) == ERR_ARG
     assert "NULL" in err_status()[1]
+
+
+# ---- matvec with int8 activations (ingot_ggml_matvec_q8) ----
+# Oracle: numpy emulation of ggml's quantize_row_q8_1_ref on x (d = max|x|/127,
+# q = roundf(x * (1/d)) half away from zero, d and s = d * sum(q) rounded to
+# f16), then the exact block sums d_w * d_x * sum(q_w q_x) (+ m_w * s_x) in
+# float64; tolerance 1e-5 relative to the sum of |products| (float32
+# accumulation in any order).
+lib.ingot_ggml_matvec_q8.argtypes = [I, P, I64, I64, P, I64, P]
+lib.ingot_ggml_matvec_q8.restype = I
+
+
+def quantize_q8_1_ref(x):
+    xb = x.astype(np.float32).reshape(-1, 32)
+    amax = np.abs(xb).max(axis=1)
+    d = (amax / np.float32(127)).astype(np.float32)
+    with np.errstate(divide="ignore"):
+        idv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
+    v = (xb * idv[:, None]).astype(np.float32).astype(np.float64)  # roundf, exact in f64
+    q = (np.sign(v) * np.floor(np.abs(v) + 0.5)).astype(np.int64)
+    s = (q.sum(axis=1).astype(np.float32) * d).astype(np.float32)
+    return q, d.astype(np.float16).astype(np.float64), s.astype(np.float16).astype(np.float64)
+
+
+def q8_reference(name, wq, rows, cols, x):
+    """(ref [nx, rows], scale [nx, rows]) per the emulation above."""
+    tid, _, bs, ts, _ = TYPES[name]
+    nb = cols // 32
+    blk = wq.reshape(rows, nb, ts)
+    dw = blk[:, :, 0:2].copy().view(np.float16)[..., 0].astype(np.float64)
+    if name == "Q8_0":
+        qw = blk[:, :, 2:].view(np.int8).astype(np.int64)
+    else:
+        qs = blk[:, :, 4:] if name == "Q4_1" else blk[:, :, 2:]
+        qw = np.concatenate([qs & 0x0F, qs >> 4], axis=2).astype(np.int64)
+        if name == "Q4_0":
+            qw -= 8
+    refs, scales = [], []
+    for xj in x:
+        q, d, s = quantize_q8_1_ref(xj)
+        sumi = np.einsum("rbi,bi->rb", qw, q).astype(np.float64)
+        terms = sumi * dw * d[None, :]
+        ref = terms.sum(axis=1)
+        # any summation order: bound by the sum of |products|, not |block sums|
+        scale = (np.einsum("rbi,bi->rb", np.abs(qw), np.abs(q)) * np.abs(dw * d[None, :])).sum(1)
+        if name == "Q4_1":
+            mt = blk[:, :, 2:4].copy().view(np.float16)[..., 0].astype(np.float64) * s[None, :]
+            ref = ref + mt.sum(axis=1)
+            scale = scale + np.abs(mt).sum(axis=1)
+        refs.append(ref)
+        scales.append(scale)
+    return np.array(refs), np.array(scales)
+
+
+def matvec_q8(name, wq, rows, cols, x, nx, isa=None):
+    y = np.full(nx * rows, np.nan, np.float32)
+    old = os.environ.pop("INGOT_QUANT_ISA", None)
+    if isa:
+        os.environ["INGOT_QUANT_ISA"] = isa
+    try:
+        st = lib.ingot_ggml_matvec_q8(TYPES[name][0], ptr(wq), rows, cols, ptr(x), nx, ptr(y))
+    finally:
+        os.environ.pop("INGOT_QUANT_ISA", None)
+        if old is not None:
+            os.environ["INGOT_QUANT_ISA"] = old
+    assert st == 0, lib.ingot_last_error()
+    return y.reshape(nx, rows)
+
+
+def check_q8(name, wq, rows, cols, x, isa=None):
+    y = matvec_q8(name, wq, rows, cols, x, x.shape[0], isa)
+    ref, scale = q8_reference(name, wq, rows, cols, x)
+    err = np.abs(y.astype(np.float64) - ref)
+    bound = 1e-5 * scale + 1e-7
+    assert np.all(err <= bound), f"max err {err.max()} rel {(err / scale).max()}"
+    return y
+
+
+@pytest.mark.parametrize("name", ["Q4_0", "Q4_1", "Q8_0"])
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("rows,cols", [(33, 96), (67, 64), (1536, 576)])
+def test_matvec_q8_types(name, isa, rows, cols):
+    rng = np.random.default_rng(rows * 7 + cols)
+    wq, w64 = make_weights(name, rows, cols, rng, use_quantize=(name != "Q8_0"))
+    if name == "Q8_0":  # any int8 byte pattern, including -128
+        wq, w64 = make_weights(name, rows, cols, rng, use_quantize=False)
+    for nx in (1, 4):
+        x = rng.standard_normal((nx, cols)).astype(np.float32)
+        x[0, :32] = 0  # an all-zero block (d = 0)
+        y = check_q8(name, wq, rows, cols, x, isa)
+        # and it stays close to the exact product (int8 rounding of x only)
+        ref = x.astype(np.float64) @ w64.T
+        ax = np.abs(x.astype(np.float64))
+        bound = ax.max() / 127 * np.abs(w64).sum(axis=1) + 1e-3 * (ax @ np.abs(w64).T)
+        assert np.all(np.abs(y - ref) <= bound)
+
+
+@pytest.mark.parametrize("name", ["Q4_0", "Q4_1", "Q8_0"])
+def test_matvec_q8_lm_head_shape(name):
+    rng = np.random.default_rng(3)
+    rows, cols = 49152, 576
+    wq, _ = make_weights(name, rows, cols, rng, use_quantize=False)
+    for nx in (1, 4):
+        x = rng.standard_normal((nx, cols)).astype(np.float32)
+        check_q8(name, wq, rows, cols, x)
+
+
+def test_matvec_q8_fallback_and_errors():
+    rng = np.random.default_rng(9)
+    wq, w64 = make_weights("Q6_K", 8, 256, rng)
+    x = rng.standard_normal((2, 256)).astype(np.float32)
+    y = np.empty(16, np.float32)
+    assert lib.ingot_ggml_matvec_q8(TYPES["Q6_K"][0], ptr(wq), 8, 256, ptr(x), 2, ptr(y)) == 0
+    check_matvec(y.reshape(2, 8), w64, x)
+    wq, _ = make_weights("Q4_1", 4, 64, rng)
+    x = np.ones(64 * 65, np.float32)
+    y = np.empty(4 * 65, np.float32)
+    assert lib.ingot_ggml_matvec_q8(3, ptr(wq), 4, 64, ptr(x), 65, ptr(y)) == ERR_ARG
+    assert lib.ingot_ggml_matvec_q8(3, ptr(wq), 4, 63, ptr(x), 1, ptr(y)) == ERR_ARG
+    assert lib.ingot_ggml_matvec_q8(3, None, 4, 64, ptr(x), 1, ptr(y)) == ERR_ARG
+    assert lib.ingot_ggml_matvec_q8(99, ptr(wq), 4, 64, ptr(x), 1, ptr(y)) == ERR_DTYPE
