@@ -261,7 +261,15 @@ static bool alloc_buffers(ingot_model *m) {
   const ingot_model_config *c = &m->cfg;
   size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
   size_t wide = qd > (size_t)c->dim ? qd : (size_t)c->dim;
-  size_t cache = (size_t)c->n_layers * (size_t)c->ctx * kvd;
+  size_t cache, att;
+  /* The context comes from the file and the caller: sizes must not wrap. */
+  if (c->ctx <= 0 || __builtin_mul_overflow((size_t)c->n_layers * kvd, (size_t)c->ctx, &cache) ||
+      __builtin_mul_overflow(cache, 2 * sizeof(float), &(size_t){0}) ||
+      __builtin_mul_overflow((size_t)CHUNK * c->n_heads, (size_t)c->ctx * sizeof(float), &att)) {
+    ingot_fail(INGOT_ERR_ARG, "model: a context of %lld positions is too large",
+               (long long)c->ctx);
+    return false;
+  }
   m->k_cache = malloc(cache * sizeof(float));
   m->v_cache = malloc(cache * sizeof(float));
   m->x = malloc(CHUNK * (size_t)c->dim * sizeof(float));
@@ -272,7 +280,7 @@ static bool alloc_buffers(ingot_model *m) {
   m->v = malloc(CHUNK * kvd * sizeof(float));
   m->hb = malloc(CHUNK * (size_t)c->ffn_dim * sizeof(float));
   m->hb2 = malloc(CHUNK * (size_t)c->ffn_dim * sizeof(float));
-  m->att = malloc(CHUNK * (size_t)c->n_heads * (size_t)c->ctx * sizeof(float));
+  m->att = malloc(att);
   m->rope_cs = malloc(CHUNK * (size_t)c->head_dim * sizeof(float));
   if (!m->k_cache || !m->v_cache || !m->x || !m->xb || !m->xb2 || !m->q || !m->k || !m->v ||
       !m->hb || !m->hb2 || !m->att || !m->rope_cs) {
