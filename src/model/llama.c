@@ -238,22 +238,28 @@ static bool load_weights(ingot_model *m) {
 #undef N
   /* RoPE inverse frequencies, with llama3 per-frequency factors if given. */
   int half = c->head_dim / 2;
-  m->inv_freq = malloc((size_t)half * sizeof *m->inv_freq);
-  if (!m->inv_freq) {
-    ingot_fail(INGOT_ERR_OOM, "model: out of memory");
-    return false;
-  }
+  if (!model_rope_init(m)) return false;
   const float *factors = NULL;
   if (ingot_gguf_find_tensor(m->g, "rope_freqs.weight") >= 0) {
     if (!get_norm(m, "rope_freqs.weight", half, &factors)) return false;
     m->cfg.rope_scaling = INGOT_ROPE_SCALING_LLAMA3;
   }
   for (int i = 0; i < half; i++) {
-    double f = pow((double)c->rope_base, -2.0 * i / c->head_dim);
-    if (factors) f /= factors[i];
-    if (c->rope_scaling == INGOT_ROPE_SCALING_LINEAR) f /= c->rope_factor;
-    m->inv_freq[i] = f;
+    if (factors) m->inv_freq[i] /= factors[i];
+    if (c->rope_scaling == INGOT_ROPE_SCALING_LINEAR) m->inv_freq[i] /= c->rope_factor;
   }
+  return true;
+}
+
+bool model_rope_init(ingot_model *m) {
+  const ingot_model_config *c = &m->cfg;
+  int half = c->head_dim / 2;
+  m->inv_freq = malloc((size_t)half * sizeof *m->inv_freq); /* freed by ingot_model_free */
+  if (!m->inv_freq) {
+    ingot_fail(INGOT_ERR_OOM, "model: out of memory");
+    return false;
+  }
+  for (int i = 0; i < half; i++) m->inv_freq[i] = pow((double)c->rope_base, -2.0 * i / c->head_dim);
   return true;
 }
 
@@ -293,21 +299,29 @@ static bool alloc_buffers(ingot_model *m) {
 
 /* Fault the mapped weights in now (reporting progress) rather than during
  * the first prompt. */
-static void prefault(ingot_model *m, const ingot_model_options *o) {
-  int64_t nt = ingot_gguf_tensor_count(m->g);
-  size_t total = 0, done = 0;
-  ingot_gguf_tensor_info ti;
-  for (int64_t i = 0; i < nt; i++)
-    if (ingot_gguf_tensor_info_get(m->g, i, &ti)) total += ti.nbytes;
+void model_prefault(int64_t n, model_span_fn span, const void *src,
+                    const ingot_model_options *o) {
+  size_t total = 0, done = 0, nbytes;
+  const void *data;
+  for (int64_t i = 0; i < n; i++)
+    if (span(src, i, &data, &nbytes)) total += nbytes;
   volatile unsigned char sink = 0;
-  for (int64_t i = 0; i < nt; i++) {
-    if (!ingot_gguf_tensor_info_get(m->g, i, &ti)) continue;
-    const unsigned char *p = ti.data;
-    for (size_t off = 0; off < ti.nbytes; off += 4096) sink ^= p[off];
-    done += ti.nbytes;
+  for (int64_t i = 0; i < n; i++) {
+    if (!span(src, i, &data, &nbytes)) continue;
+    const unsigned char *p = data;
+    for (size_t off = 0; off < nbytes; off += 4096) sink ^= p[off];
+    done += nbytes;
     if (o && o->progress && total) o->progress((double)done / (double)total, o->progress_user);
   }
   (void)sink;
+}
+
+static bool gguf_span(const void *src, int64_t i, const void **data, size_t *nbytes) {
+  ingot_gguf_tensor_info ti;
+  if (!ingot_gguf_tensor_info_get(src, i, &ti)) return false;
+  *data = ti.data;
+  *nbytes = ti.nbytes;
+  return true;
 }
 
 static void add_stop_token(ingot_model *m, const char *text) {
@@ -367,7 +381,8 @@ ingot_model *ingot_model_load_ex(const char *path, ingot_device dev,
     ingot_fail(INGOT_ERR_OOM, "ingot_model_load: out of memory");
     goto fail;
   }
-  if (!hf) prefault(m, opts); /* hf_load prefaults its shards */
+  if (!hf) /* hf_load prefaults its shards */
+    model_prefault(ingot_gguf_tensor_count(m->g), gguf_span, m->g, opts);
   return m;
 fail:
   ingot_model_free(m);

@@ -132,12 +132,8 @@ static bool cfg_str_is(const cfg_reader *r, int32_t obj, const char *key, const 
 static bool rope_setup(ingot_model *m, const cfg_reader *r) {
   ingot_model_config *c = &m->cfg;
   int half = c->head_dim / 2;
-  double *f = m->inv_freq = malloc((size_t)half * sizeof *f); /* freed by ingot_model_free */
-  if (!f) {
-    ingot_fail(INGOT_ERR_OOM, "model: out of memory");
-    return false;
-  }
-  for (int i = 0; i < half; i++) f[i] = pow((double)c->rope_base, -2.0 * i / c->head_dim);
+  if (!model_rope_init(m)) return false;
+  double *f = m->inv_freq;
   c->rope_factor = 1;
   /* transformers >= 5 writes "rope_parameters" (rope_type, rope_theta, factors) */
   int32_t rs = json_get(r->d, r->root, "rope_scaling");
@@ -453,21 +449,12 @@ static bool load_weights(ingot_model *m) {
 }
 
 /* Touch the mapped shards now (reporting progress), not in the first prompt. */
-static void prefault(ingot_model *m, const ingot_model_options *o) {
-  int64_t n = ingot_checkpoint_tensor_count(m->hf->ck);
-  size_t total = 0, done = 0;
+static bool checkpoint_span(const void *src, int64_t i, const void **data, size_t *nbytes) {
   ingot_safetensors_info ti;
-  for (int64_t i = 0; i < n; i++)
-    if (ingot_checkpoint_info_get(m->hf->ck, i, &ti)) total += ti.nbytes;
-  volatile unsigned char sink = 0;
-  for (int64_t i = 0; i < n; i++) {
-    if (!ingot_checkpoint_info_get(m->hf->ck, i, &ti)) continue;
-    const unsigned char *p = ti.data;
-    for (size_t off = 0; off < ti.nbytes; off += 4096) sink ^= p[off];
-    done += ti.nbytes;
-    if (o && o->progress && total) o->progress((double)done / (double)total, o->progress_user);
-  }
-  (void)sink;
+  if (!ingot_checkpoint_info_get(src, i, &ti)) return false;
+  *data = ti.data;
+  *nbytes = ti.nbytes;
+  return true;
 }
 
 bool hf_load(ingot_model *m, const ingot_model_options *opts) {
@@ -506,6 +493,6 @@ bool hf_load(ingot_model *m, const ingot_model_options *opts) {
   } else {
     ingot_clear_error();
   }
-  prefault(m, opts);
+  model_prefault(ingot_checkpoint_tensor_count(m->hf->ck), checkpoint_span, m->hf->ck, opts);
   return true;
 }

@@ -48,4 +48,12 @@ struct ingot_model {
 bool hf_load(ingot_model *m, const ingot_model_options *opts);
 void hf_free(ingot_model *m);
 
+/* inv_freq[i] = base^(-2i/head_dim), unscaled; loaders apply their scaling. */
+bool model_rope_init(ingot_model *m);
+/* Data and size of tensor i of a weight source (GGUF file, checkpoint). */
+typedef bool (*model_span_fn)(const void *src, int64_t i, const void **data, size_t *nbytes);
+/* Touch every page of the n mapped tensors now (reporting progress) rather
+ * than during the first prompt. */
+void model_prefault(int64_t n, model_span_fn span, const void *src, const ingot_model_options *o);
+
 #endif

@@ -1,6 +1,10 @@
-"""Dtype tables shared by the reference tests (by ingot dtype name)."""
+"""Tables and helpers shared by the reference tests."""
+import os
+import subprocess
+
 import ml_dtypes
 import numpy as np
+import pytest
 from ingot_ctypes import DTYPES, NAMES
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -11,3 +15,21 @@ FLOATS = ["float16", "bfloat16", "float32", "float64"]
 # relative tolerances of the elementwise ops (see test_unary / test_binary)
 RTOL = {"float16": 1e-3, "bfloat16": 1e-2, "float32": 2e-6, "float64": 1e-12,
         "complex64": 1e-5, "complex128": 1e-12}
+
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def smollm2_path():
+    """Path of the embedded SmolLM2 GGUF (scripts/fetch-model), or skip."""
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}  # the ASan run's
+    try:
+        out = subprocess.run(["bash", os.path.join(ROOT, "scripts", "fetch-model")], cwd=ROOT,
+                             env=env, capture_output=True, text=True, timeout=600)
+    except Exception as e:  # noqa: BLE001
+        pytest.skip(f"scripts/fetch-model failed: {e}")
+    lines = out.stdout.strip().splitlines()
+    path = os.path.join(ROOT, lines[-1]) if lines else ""
+    if out.returncode != 0 or not os.path.exists(path):
+        pytest.skip(f"scripts/fetch-model failed: {out.stderr.strip()[-300:]}")
+    return path

@@ -8,7 +8,6 @@ f32 values rounded to nearest even, compared exactly."""
 import ctypes
 import os
 import struct
-import subprocess
 
 import gguf
 import ml_dtypes
@@ -17,6 +16,7 @@ import pytest
 from gguf import GGMLQuantizationType as Q
 from gguf import GGUFValueType as V
 
+from refs import smollm2_path
 from ingot_ctypes import CPU, ID, SIG, IngotError, P, I, I64, D, B, call, lib, sig, to_numpy
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
@@ -339,15 +339,7 @@ def test_no_tensors_and_version2(tmp_path):
 
 @pytest.fixture(scope="module")
 def smollm():
-    try:
-        env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}  # the ASan run's
-        out = subprocess.run([os.path.join(ROOT, "scripts", "fetch-model")], cwd=ROOT, env=env,
-                             capture_output=True, text=True, timeout=300)
-    except Exception as e:  # noqa: BLE001
-        pytest.skip(f"scripts/fetch-model failed: {e}")
-    if out.returncode != 0:
-        pytest.skip(f"scripts/fetch-model failed: {out.stderr.strip()[-300:]}")
-    return os.path.join(ROOT, out.stdout.strip().splitlines()[-1])
+    return smollm2_path()
 
 
 def test_smollm2(smollm):

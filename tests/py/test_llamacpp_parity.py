@@ -14,11 +14,11 @@ greedy test checks and reports.
 """
 import ctypes
 import os
-import subprocess
 
 import numpy as np
 import pytest
 
+from refs import smollm2_path
 from ingot_ctypes import Device, lib
 
 llama_cpp = pytest.importorskip(
@@ -64,20 +64,11 @@ PROMPTS = {
 }
 
 
-def model_path():
-    try:
-        out = subprocess.run(["bash", os.path.join(ROOT, "scripts", "fetch-model")],
-                             capture_output=True, text=True, timeout=600)
-    except Exception as e:  # noqa: BLE001
-        pytest.skip(f"scripts/fetch-model failed: {e}")
-    if out.returncode:
-        pytest.skip(f"scripts/fetch-model failed: {out.stderr.strip()[-200:]}")
-    return os.path.join(ROOT, out.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")
 def path():
-    return model_path()
+    return smollm2_path()
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ import subprocess
 import numpy as np
 import pytest
 
+from refs import smollm2_path
 from ingot_ctypes import Device, lib
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
@@ -64,20 +65,11 @@ CPU = Device(0, 0)
 PROMPT = "The capital of France is"  # a short prompt (~5-8 tokens)
 
 
-def model_path():
-    try:
-        out = subprocess.run(["bash", os.path.join(ROOT, "scripts", "fetch-model")],
-                             capture_output=True, text=True, timeout=600)
-    except Exception as e:  # noqa: BLE001
-        pytest.skip(f"scripts/fetch-model failed: {e}")
-    if out.returncode:
-        pytest.skip(f"scripts/fetch-model failed: {out.stderr.strip()[-200:]}")
-    return os.path.join(ROOT, out.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")
 def path():
-    return model_path()
+    return smollm2_path()
 
 
 @pytest.fixture(scope="module")

@@ -13,12 +13,12 @@ import ctypes
 import json
 import os
 import random
-import subprocess
 import time
 
 import numpy as np
 import pytest
 
+from refs import smollm2_path
 from ingot_ctypes import lib
 
 tokenizers = pytest.importorskip("tokenizers")
@@ -52,24 +52,14 @@ RE_QWEN2 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
             r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 
-def model_path():
-    try:
-        out = subprocess.run([os.path.join(ROOT, "scripts", "fetch-model")], capture_output=True,
-                             text=True, timeout=600)
-    except Exception as e:  # noqa: BLE001
-        pytest.skip(f"scripts/fetch-model failed: {e}")
-    path = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
-    if out.returncode != 0 or not os.path.exists(path):
-        pytest.skip(f"scripts/fetch-model failed: {out.stderr.strip()[-300:]}")
-    return path
 
 
 @pytest.fixture(scope="module")
 def meta():
-    r = gguf.GGUFReader(model_path())
+    r = gguf.GGUFReader(smollm2_path())
     f = r.fields
     return {
-        "path": r.data.filename if hasattr(r.data, "filename") else model_path(),
+        "path": r.data.filename if hasattr(r.data, "filename") else smollm2_path(),
         "tokens": f["tokenizer.ggml.tokens"].contents(),
         "types": f["tokenizer.ggml.token_type"].contents(),
         "merges": f["tokenizer.ggml.merges"].contents(),
