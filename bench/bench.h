@@ -40,6 +40,11 @@ bool bench_time_pair(bench_ctx *c, bool (*fn)(void *), bool (*ref)(void *), void
 bool bench_selected(const bench_ctx *c, const char *id);
 /* Append a result (copied). */
 void bench_add(bench_ctx *c, const bench_result *r);
+/* Finish r: when ok, its median time t and value work / t * scale (and the
+ * reference's, when tr > 0) are recorded; else the last error says why the
+ * workload did not run. */
+void bench_record(bench_ctx *c, bench_result *r, bool ok, double t, double tr, double work,
+                  double scale);
 /* Say why a workload did not run (stderr). */
 void bench_skip(const char *id, const char *why);
 

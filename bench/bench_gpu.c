@@ -47,14 +47,16 @@ done:
   return result;
 }
 
+/* Record workload id timed at t seconds (t <= 0: it failed) doing work
+ * units, reported as work / t * scale in metric. */
 static void add_result(bench_ctx *c, const char *id, const char *shape, const char *dtype,
-                       double t, const char *metric, double value) {
-  bench_result r = {.median_s = t, .metric = metric, .value = value, .reference_value = -1};
+                       double t, const char *metric, double work, double scale) {
+  bench_result r = {.metric = metric, .reference_value = -1};
   snprintf(r.id, sizeof r.id, "%s", id);
   snprintf(r.shape, sizeof r.shape, "%s", shape);
   snprintf(r.dtype, sizeof r.dtype, "%s", dtype);
   ingot_device_str(c->dev, r.device, sizeof r.device);
-  bench_add(c, &r);
+  bench_record(c, &r, t > 0, t, -1, work, scale);
 }
 
 /* Normal random tensor of a dtype (drawn in f32, then cast). */
@@ -83,8 +85,7 @@ static void bench_copy(bench_ctx *c) {
   int64_t n = (int64_t)1 << 30;
   copy_arg a = {ingot_randint(0, 255, 1, &n, INGOT_U8, c->dev), ingot_empty(1, &n, INGOT_U8, c->dev)};
   double t = a.a && a.b ? event_time(c->dev, run_copy, &a, 3, 20) : -1;
-  if (t > 0) add_result(c, id, "2^30", "uint8", t, "GB/s", 2.0 * (double)n / t * 1e-9);
-  else bench_skip(id, ingot_last_error());
+  add_result(c, id, "2^30", "uint8", t, "GB/s", 2.0 * (double)n, 1e-9);
   ingot_release(a.a);
   ingot_release(a.b);
 }
@@ -111,8 +112,7 @@ static void bench_gemm(bench_ctx *c, ingot_dtype dt, const char *id) {
   int64_t s[2] = {8192, 8192};
   mm_arg m = {randn_as(2, s, dt, c->dev), randn_as(2, s, dt, c->dev), NULL, NULL};
   double t = m.a && m.b ? event_time(c->dev, run_mm, &m, 3, 10) : -1;
-  if (t > 0) add_result(c, id, "8192^3", ingot_dtype_name(dt), t, "TFLOP/s", 2.0 * pow(8192, 3) / t * 1e-12);
-  else bench_skip(id, ingot_last_error());
+  add_result(c, id, "8192^3", ingot_dtype_name(dt), t, "TFLOP/s", 2.0 * pow(8192, 3), 1e-12);
   ingot_release(m.a);
   ingot_release(m.b);
 }
@@ -126,8 +126,7 @@ static void bench_fp8(bench_ctx *c) {
               ingot_scalar(1.0, INGOT_F32, c->dev), ingot_scalar(1.0, INGOT_F32, c->dev)};
   ingot_release(bt);
   double t = m.a && m.b && m.sa && m.sb ? event_time(c->dev, run_scaled_mm, &m, 3, 10) : -1;
-  if (t > 0) add_result(c, id, "8192^3", "float8_e4m3fn", t, "TFLOP/s", 2.0 * pow(8192, 3) / t * 1e-12);
-  else bench_skip(id, ingot_last_error());
+  add_result(c, id, "8192^3", "float8_e4m3fn", t, "TFLOP/s", 2.0 * pow(8192, 3), 1e-12);
   ingot_release(m.a);
   ingot_release(m.b);
   ingot_release(m.sa);
@@ -161,8 +160,7 @@ static void bench_gemv(bench_ctx *c, int64_t K, int64_t N) {
   }
   double t = ok ? event_time(c->dev, run_gemv, &g, 5, 50) : -1;
   snprintf(shape, sizeof shape, "[1,%lld]x[%lld,%lld]^T", (long long)K, (long long)N, (long long)K);
-  if (t > 0) add_result(c, id, shape, "bfloat16", t, "GB/s", bytes / t * 1e-9);
-  else bench_skip(id, ingot_last_error());
+  add_result(c, id, shape, "bfloat16", t, "GB/s", bytes, 1e-9);
   ingot_release(g.x);
   for (int i = 0; i < g.copies; i++) ingot_release(g.wt[i]);
 }
@@ -192,13 +190,11 @@ static void bench_vocab(bench_ctx *c, int64_t B) {
   double bytes = (double)B * (double)V * 4;
   if (bench_selected(c, sid)) {
     double t = x ? event_time(c->dev, run_softmax, x, 10, 100) : -1;
-    if (t > 0) add_result(c, sid, shape, "float32", t, "GB/s", 2 * bytes / t * 1e-9);
-    else bench_skip(sid, ingot_last_error());
+    add_result(c, sid, shape, "float32", t, "GB/s", 2 * bytes, 1e-9);
   }
   if (bench_selected(c, tid)) {
     double t = x ? event_time(c->dev, run_topk, x, 10, 100) : -1;
-    if (t > 0) add_result(c, tid, shape, "float32", t, "GB/s", bytes / t * 1e-9);
-    else bench_skip(tid, ingot_last_error());
+    add_result(c, tid, shape, "float32", t, "GB/s", bytes, 1e-9);
   }
   ingot_release(x);
 }

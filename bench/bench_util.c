@@ -65,4 +65,16 @@ void bench_add(bench_ctx *c, const bench_result *r) {
   c->results[c->nresults++] = *r;
 }
 
+void bench_record(bench_ctx *c, bench_result *r, bool ok, double t, double tr, double work,
+                  double scale) {
+  if (!ok || t <= 0) {
+    bench_skip(r->id, ingot_last_error());
+    return;
+  }
+  r->median_s = t;
+  r->value = work / t * scale;
+  if (tr > 0) r->reference_value = work / tr * scale;
+  bench_add(c, r);
+}
+
 void bench_skip(const char *id, const char *why) { fprintf(stderr, "skip %s: %s\n", id, why); }

@@ -11,9 +11,6 @@
 
 #include "bench.h"
 
-/* ingot_add is written separately; run without it until it is linked in. */
-#pragma weak ingot_add
-
 static void device_name(ingot_device dev, char *buf, size_t len) {
   ingot_device_str(dev, buf, len);
   char *colon = strchr(buf, ':');
@@ -151,10 +148,6 @@ void bench_add_f32(bench_ctx *c, int log2n) {
   device_name(c->dev, dev, sizeof dev);
   snprintf(id, sizeof id, "add_f32_2e%d_%s", log2n, dev);
   if (!bench_selected(c, id)) return;
-  if (!ingot_add) {
-    bench_skip(id, "ingot_add is not in this build of libingot yet");
-    return;
-  }
   int64_t n = (int64_t)1 << log2n;
   add_arg x = {input(1, &n, c->dev), input(1, &n, c->dev), NULL, NULL, NULL, 0, 1};
   bench_result r = {.metric = "GB/s", .reference_value = -1};
@@ -185,14 +178,7 @@ void bench_add_f32(bench_ctx *c, int log2n) {
     ok = bench_time_pair(c, run_add, run_clone, &x, &t, &tr);
     snprintf(r.reference, sizeof r.reference, "ingot_clone (device copy)");
   }
-  if (!ok) {
-    bench_skip(id, ingot_last_error());
-  } else {
-    r.median_s = t;
-    r.value = bytes / t * 1e-9;
-    if (tr > 0) r.reference_value = bytes / tr * 1e-9;
-    bench_add(c, &r);
-  }
+  bench_record(c, &r, ok, t, tr, bytes, 1e-9);
   free(x.src);
   free(x.dst);
   ingot_release(x.a);
@@ -243,14 +229,7 @@ void bench_full_f32(bench_ctx *c, int log2n) {
   } else {
     ok = (t = bench_time(c, run_full, &f)) >= 0;
   }
-  if (!ok) {
-    bench_skip(id, ingot_last_error());
-  } else {
-    r.median_s = t;
-    r.value = bytes / t * 1e-9;
-    if (tr > 0) r.reference_value = bytes / tr * 1e-9;
-    bench_add(c, &r);
-  }
+  bench_record(c, &r, ok, t, tr, bytes, 1e-9);
   free(f.buf);
   ingot_release(f.t);
 }
