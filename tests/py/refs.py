@@ -21,7 +21,11 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
 def smollm2_path():
-    """Path of the embedded SmolLM2 GGUF (scripts/fetch-model), or skip."""
+    """Path of the embedded SmolLM2 GGUF (scripts/fetch-model), or skip.
+    INGOT_SMOLLM2_GGUF names a file to use instead (the GPU machine has no
+    network: scripts/gpu-model.py rebuilds a same-shaped file there)."""
+    if os.environ.get("INGOT_SMOLLM2_GGUF"):
+        return os.environ["INGOT_SMOLLM2_GGUF"]
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}  # the ASan run's
     try:
         out = subprocess.run(["bash", os.path.join(ROOT, "scripts", "fetch-model")], cwd=ROOT,
