@@ -1,0 +1,35 @@
+/* CUDA linear algebra: our kernels (src/cuda/linalg.cu) used by the cuSOLVER
+ * driver (src/cuda/linalg_cusolver.c). All launch on stream s, never sync. */
+#ifndef INGOT_CUDA_LINALG_H
+#define INGOT_CUDA_LINALG_H
+
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+#include "ingot/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Largest n of the batched in-register inverse. */
+#define CUDA_INV_SMALL_MAX 32
+
+/* Inverse of each of `batch` contiguous row-major n x n matrices (n <=
+ * CUDA_INV_SMALL_MAX) of dtype dt (f32/f64/c64/c128) by Gauss-Jordan with
+ * partial pivoting, one thread block per matrix; info[b] (device) gets 0,
+ * or the 1-based step of member b's first zero pivot (LAPACK's getrf info). */
+cudaError_t cuda_inv_small(int dt, const void *a, void *out, int64_t batch, int n, int *info,
+                           cudaStream_t s);
+/* dst[i] = (int64) src[i] or back, n elements. */
+cudaError_t cuda_pivots_i64_to_i32(int32_t *dst, const int64_t *src, int64_t n, cudaStream_t s);
+cudaError_t cuda_pivots_i32_to_i64(int64_t *dst, const int32_t *src, int64_t n, cudaStream_t s);
+/* In place: negate every imaginary part of n complex elements (dt c64/c128). */
+cudaError_t cuda_conj_inplace(int dt, void *x, int64_t n, cudaStream_t s);
+
+void cuda_register_linalg(ingot_backend *be);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
