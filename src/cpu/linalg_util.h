@@ -53,11 +53,41 @@ static inline char *la_at(const la_mat *m, int64_t b) {
   return p;
 }
 
-static inline void la_copy_elem(char *dst, const char *src, size_t es, bool conj) {
-  memcpy(dst, src, es);
-  if (conj) { /* flip the imaginary part's sign bit */
-    dst[es - 1] ^= (char)0x80;
+/* dst[r + c*ld] = src[i*rs + j*cs] over the matrix (r, c = i, j, or j, i
+ * when trans), with typed element moves; to_mat reverses the direction. */
+#define LA_MOVE(T)                                         \
+  for (int64_t j = 0; j < m->cols; j++)                    \
+    for (int64_t i = 0; i < m->rows; i++) {                \
+      T *b = (T *)buf + (trans ? j + i * ld : i + j * ld); \
+      T *e = (T *)(mat + i * m->rs + j * m->cs);           \
+      if (to_mat)                                          \
+        *e = *b;                                           \
+      else                                                 \
+        *b = *e;                                           \
+    }
+
+typedef struct la_c128 {
+  double re, im;
+} la_c128;
+
+static inline void la_move(const la_mat *m, char *mat, void *buf, int64_t ld, bool trans,
+                           bool to_mat) {
+  switch (m->es) {
+    case 4:
+      LA_MOVE(uint32_t) break;
+    case 8:
+      LA_MOVE(uint64_t) break;
+    default:
+      LA_MOVE(la_c128) break;
   }
+}
+
+/* Negate the imaginary parts of count complex elements of a buffer. */
+static inline void la_conj_buf(ingot_dtype dt, void *buf, int64_t count) {
+  if (dt == INGOT_C64)
+    for (int64_t i = 0; i < count; i++) ((float *)buf)[2 * i + 1] *= -1;
+  else if (dt == INGOT_C128)
+    for (int64_t i = 0; i < count; i++) ((double *)buf)[2 * i + 1] *= -1;
 }
 
 /* Member b into a column-major buffer with leading dim ld: dst[i + j*ld] =
@@ -65,27 +95,18 @@ static inline void la_copy_elem(char *dst, const char *src, size_t es, bool conj
  * conj (complex dtypes only). */
 static inline void la_load(const la_mat *m, int64_t b, void *dst, int64_t ld, bool trans,
                            bool conj) {
-  const char *src = la_at(m, b);
-  char *d = dst;
-  bool cj = conj && ingot_dtype_is_complex(m->dt);
-  for (int64_t i = 0; i < m->rows; i++)
-    for (int64_t j = 0; j < m->cols; j++) {
-      int64_t r = trans ? j : i, c = trans ? i : j;
-      la_copy_elem(d + (r + c * ld) * (int64_t)m->es, src + i * m->rs + j * m->cs, m->es, cj);
-    }
+  la_move(m, la_at(m, b), dst, ld, trans, false);
+  if (conj) /* the buffer's used part: ld * (columns - 1) + rows elements at most */
+    la_conj_buf(m->dt, dst, ld * ((trans ? m->rows : m->cols) - 1) + (trans ? m->cols : m->rows));
 }
 
-/* The reverse: A[i, j] = src[i + j*ld] (or src[j + i*ld] when trans). */
-static inline void la_store(const la_mat *m, int64_t b, const void *src, int64_t ld, bool trans,
+/* The reverse: A[i, j] = src[i + j*ld] (or src[j + i*ld] when trans),
+ * conjugated when conj (the buffer is conjugated in place first). */
+static inline void la_store(const la_mat *m, int64_t b, void *src, int64_t ld, bool trans,
                             bool conj) {
-  char *dst = la_at(m, b);
-  const char *s = src;
-  bool cj = conj && ingot_dtype_is_complex(m->dt);
-  for (int64_t i = 0; i < m->rows; i++)
-    for (int64_t j = 0; j < m->cols; j++) {
-      int64_t r = trans ? j : i, c = trans ? i : j;
-      la_copy_elem(dst + i * m->rs + j * m->cs, s + (r + c * ld) * (int64_t)m->es, m->es, cj);
-    }
+  if (conj)
+    la_conj_buf(m->dt, src, ld * ((trans ? m->rows : m->cols) - 1) + (trans ? m->cols : m->rows));
+  la_move(m, la_at(m, b), src, ld, trans, true);
 }
 
 /* Real dtype of dt (f32 for c64, f64 for c128). */

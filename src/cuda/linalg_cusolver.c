@@ -376,6 +376,7 @@ static ingot_status k_inv(ingot_op_args *a) {
   int *info = scratch(&c, batch, sizeof(int), true, &st);
   ingot_tensor *lu = NULL;
   int64_t *piv = NULL;
+  int *rs_info = NULL;
   if (!st && n <= CUDA_INV_SMALL_MAX) {
     lu = ingot_contiguous(a->in[0]);
     st = lu ? cuda_check(cuda_inv_small(dt, ingot_tensor_data(lu), ingot_tensor_data(X), batch,
@@ -390,9 +391,11 @@ static ingot_status k_inv(ingot_op_args *a) {
     ingot_tensor *eye = st ? NULL : ingot_eye(n, n, dt, ingot_device_of(X));
     if (!st) st = eye ? ingot_copy_(X, eye) : ingot_last_status(); /* broadcasts over batch */
     ingot_release(eye);
+    /* getrs reports only argument errors: its infos go past getrf's. */
+    rs_info = st ? NULL : scratch(&c, batch, sizeof(int), false, &st);
     for (int64_t b = 0; !st && b < batch; b++)
       st = sol_check(cusolverDnXgetrs(c.sol, c.params, CUBLAS_OP_N, n, n, ty, member(lu, b, n * n),
-                                      n, piv + b * n, ty, member(X, b, n * n), n, info + b),
+                                      n, piv + b * n, ty, member(X, b, n * n), n, rs_info + b),
                      "getrs");
   }
   int64_t bad;
@@ -400,6 +403,7 @@ static ingot_status k_inv(ingot_op_args *a) {
   if (!st && n > 0 && first_failure(&c, info, batch, &bad, &v, &st)) st = singular(bad, v);
   if (info) cuda_scratch_free(c.dev, info, c.s);
   if (piv) cuda_scratch_free(c.dev, piv, c.s);
+  if (rs_info) cuda_scratch_free(c.dev, rs_info, c.s);
   ingot_release(lu);
   la_leave(&c);
   return st;
