@@ -27,6 +27,12 @@ cudaError_t cuda_pivots_i32_to_i64(int64_t *dst, const int32_t *src, int64_t n, 
 /* In place: negate every imaginary part of n complex elements (dt c64/c128). */
 cudaError_t cuda_conj_inplace(int dt, void *x, int64_t n, cudaStream_t s);
 
+/* From batch column-major (or row-major: the diagonal is the same) n x n
+ * LU factors and their int64 pivots: det into out0 (dt), or, when slog,
+ * sign into out0 and log|det| into out1 (the real dtype). */
+cudaError_t cuda_det_from_lu(int dt, const void *lu, const int64_t *piv, int64_t batch, int n,
+                             int slog, void *out0, void *out1, cudaStream_t s);
+
 void cuda_register_linalg(ingot_backend *be);
 
 #ifdef __cplusplus

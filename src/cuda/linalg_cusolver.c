@@ -11,8 +11,9 @@
  * each member's largest |a_ij| to scale it and to reject non-finite input),
  * lu_solve (validates the pivots on the host). solve_triangular,
  * cholesky_solve, lu (unchecked lu_factor) and conj never sync.
- * QR, Householder products, det/slogdet, lu_unpack and lstsq have no CUDA
- * kernel yet: the CPU fallback (INGOT_ENABLE_CPU_FALLBACK=1) runs them. */
+ * qr, householder_product and det/slogdet never sync (NaN propagates there).
+ * lu_unpack and lstsq have no CUDA kernel yet: the CPU fallback
+ * (INGOT_ENABLE_CPU_FALLBACK=1) runs them. */
 #include <cublas_v2.h>
 #include <cusolverDn.h>
 #include <math.h>
@@ -682,6 +683,171 @@ static ingot_status k_eigh(ingot_op_args *a) {
   return st;
 }
 
+/* orgqr / ungqr: the first nq columns of the product of k reflectors held in
+ * the column-major m x nq buffer A (in place). */
+static ingot_status orgqr(la_ctx *c, ingot_dtype dt, int m, int nq, int k, void *A, const void *tau,
+                          int *info) {
+  int lwork = 0;
+  ingot_status st;
+  switch (dt) {
+    case INGOT_F32:
+      st =
+          sol_check(cusolverDnSorgqr_bufferSize(c->sol, m, nq, k, A, m, tau, &lwork), "orgqr size");
+      break;
+    case INGOT_F64:
+      st =
+          sol_check(cusolverDnDorgqr_bufferSize(c->sol, m, nq, k, A, m, tau, &lwork), "orgqr size");
+      break;
+    case INGOT_C64:
+      st =
+          sol_check(cusolverDnCungqr_bufferSize(c->sol, m, nq, k, A, m, tau, &lwork), "ungqr size");
+      break;
+    default:
+      st =
+          sol_check(cusolverDnZungqr_bufferSize(c->sol, m, nq, k, A, m, tau, &lwork), "ungqr size");
+      break;
+  }
+  void *work = st ? NULL : scratch(c, lwork, ingot_dtype_size(dt), false, &st);
+  if (!st) switch (dt) {
+      case INGOT_F32:
+        st = sol_check(cusolverDnSorgqr(c->sol, m, nq, k, A, m, tau, work, lwork, info), "orgqr");
+        break;
+      case INGOT_F64:
+        st = sol_check(cusolverDnDorgqr(c->sol, m, nq, k, A, m, tau, work, lwork, info), "orgqr");
+        break;
+      case INGOT_C64:
+        st = sol_check(cusolverDnCungqr(c->sol, m, nq, k, A, m, tau, work, lwork, info), "ungqr");
+        break;
+      default:
+        st = sol_check(cusolverDnZungqr(c->sol, m, nq, k, A, m, tau, work, lwork, info), "ungqr");
+        break;
+    }
+  if (work) cuda_scratch_free(c->dev, work, c->s);
+  return st;
+}
+
+/* QR: geqrf on a column-major copy; R is the upper triangle of its first
+ * rows; Q from orgqr in place (or in an m x m buffer for complete Q of a
+ * tall A), transposed back. NaN propagates (no check, no sync). */
+static ingot_status k_qr(ingot_op_args *a) {
+  la_ctx c;
+  ingot_status st = la_enter(a->in[0], &c);
+  if (st) return st;
+  int mode = (int)a->iarg[0];
+  int64_t batch, m, n;
+  la_dims(a->in[0], &batch, &m, &n);
+  int64_t k = m < n ? m : n, qc = mode == 1 ? m : k;
+  ingot_dtype dt = ingot_dtype_of(a->in[0]);
+  size_t es = ingot_dtype_size(dt);
+  cudaDataType ty = la_type(dt);
+  ingot_tensor *buf = colmajor(a->in[0]), *qb = NULL, *rv = NULL, *rn = NULL, *rt = NULL;
+  char *tau = buf ? scratch(&c, batch * k, es, false, &st) : NULL;
+  int *info = tau ? scratch(&c, batch, sizeof(int), false, &st) : NULL;
+  if (!buf) st = ingot_last_status();
+  la_ws w = {0};
+  if (!st && k > 0)
+    st = sol_check(cusolverDnXgeqrf_bufferSize(c.sol, c.params, m, n, ty, ingot_tensor_data(buf), m,
+                                               ty, tau, ty, &w.dev_bytes, &w.host_bytes),
+                   "geqrf buffer size");
+  if (!st && k > 0) st = ws_alloc(&c, &w);
+  for (int64_t b = 0; !st && k > 0 && b < batch; b++)
+    st = sol_check(cusolverDnXgeqrf(c.sol, c.params, m, n, ty, member(buf, b, m * n), m, ty,
+                                    tau + b * k * (int64_t)es, ty, w.dev, w.dev_bytes, w.host,
+                                    w.host_bytes, info + b),
+                   "geqrf");
+  ws_free(&c, &w);
+  /* R: rows 0..qc of the factored A (row-major view), upper triangle. */
+  if (!st) {
+    rv = ingot_transpose(buf, -2, -1);
+    rn = rv ? ingot_narrow(rv, -2, 0, mode == 2 ? k : qc) : NULL;
+    rt = rn ? ingot_triu(rn, 0) : NULL;
+    st = rt ? ingot_copy_(a->out[1], rt) : ingot_last_status();
+  }
+  if (!st && mode != 2 && m > 0 && qc > 0) {
+    if (qc <= n) {
+      for (int64_t b = 0; !st && b < batch; b++)
+        st = orgqr(&c, dt, (int)m, (int)qc, (int)k, member(buf, b, m * n),
+                   tau + b * k * (int64_t)es, info + b);
+      ingot_tensor *qv = st ? NULL : ingot_narrow(buf, -2, 0, qc);
+      if (!st) st = qv ? store_colmajor(a->out[0], qv) : ingot_last_status();
+      ingot_release(qv);
+    } else {
+      int64_t sh[3] = {batch, m, m};
+      qb = ingot_zeros(3, sh, dt, ingot_device_of(buf));
+      if (!qb) st = ingot_last_status();
+      for (int64_t b = 0; !st && b < batch; b++) {
+        st = cuda_check(cudaMemcpyAsync(member(qb, b, m * m), member(buf, b, m * n),
+                                        (size_t)(m * n) * es, cudaMemcpyDeviceToDevice, c.s),
+                        "copy");
+        if (!st)
+          st = orgqr(&c, dt, (int)m, (int)m, (int)k, member(qb, b, m * m),
+                     tau + b * k * (int64_t)es, info + b);
+      }
+      ingot_tensor *q3 = st ? NULL : ingot_reshape(a->out[0], 3, sh);
+      if (!st) st = q3 ? store_colmajor(q3, qb) : ingot_last_status();
+      ingot_release(q3);
+    }
+  }
+  if (tau) cuda_scratch_free(c.dev, tau, c.s);
+  if (info) cuda_scratch_free(c.dev, info, c.s);
+  ingot_release(rt);
+  ingot_release(rn);
+  ingot_release(rv);
+  ingot_release(qb);
+  ingot_release(buf);
+  la_leave(&c);
+  return st;
+}
+
+/* HOUSEHOLDER_PRODUCT: orgqr in place on a column-major copy of A. */
+static ingot_status k_householder(ingot_op_args *a) {
+  la_ctx c;
+  ingot_status st = la_enter(a->in[0], &c);
+  if (st) return st;
+  int64_t batch, m, n;
+  la_dims(a->in[0], &batch, &m, &n);
+  int nd = ingot_ndim(a->in[1]);
+  int64_t k = ingot_shape(a->in[1])[nd - 1];
+  ingot_dtype dt = ingot_dtype_of(a->in[0]);
+  ingot_tensor *buf = colmajor(a->in[0]), *tau = buf ? ingot_contiguous(a->in[1]) : NULL;
+  int *info = tau ? scratch(&c, batch, sizeof(int), false, &st) : NULL;
+  if (!tau) st = ingot_last_status();
+  for (int64_t b = 0; !st && m > 0 && n > 0 && b < batch; b++)
+    st = orgqr(&c, dt, (int)m, (int)n, (int)k, member(buf, b, m * n), member(tau, b, k), info + b);
+  if (!st) st = store_colmajor(a->out[0], buf);
+  if (info) cuda_scratch_free(c.dev, info, c.s);
+  ingot_release(tau);
+  ingot_release(buf);
+  la_leave(&c);
+  return st;
+}
+
+/* DET: getrf of the row-major buffer (the LU of A^T: same determinant),
+ * then one thread per member multiplies the diagonal. No sync. */
+static ingot_status k_det(ingot_op_args *a) {
+  la_ctx c;
+  ingot_status st = la_enter(a->in[0], &c);
+  if (st) return st;
+  int64_t batch, n;
+  la_dims(a->in[0], &batch, &n, &n);
+  ingot_dtype dt = ingot_dtype_of(a->in[0]);
+  ingot_tensor *buf = fresh_copy(a->in[0]);
+  int64_t *piv = buf ? scratch(&c, batch * n, 8, false, &st) : NULL;
+  int *info = piv ? scratch(&c, batch, sizeof(int), false, &st) : NULL;
+  if (!buf) st = ingot_last_status();
+  if (!st && n > 0) st = getrf_all(&c, buf, batch, n, n, piv, info);
+  if (!st)
+    st = cuda_check(cuda_det_from_lu(dt, ingot_tensor_data(buf), piv, batch, (int)n,
+                                     (int)a->iarg[0], ingot_tensor_data(a->out[0]),
+                                     a->iarg[0] ? ingot_tensor_data(a->out[1]) : NULL, c.s),
+                    "det kernel");
+  if (piv) cuda_scratch_free(c.dev, piv, c.s);
+  if (info) cuda_scratch_free(c.dev, info, c.s);
+  ingot_release(buf);
+  la_leave(&c);
+  return st;
+}
+
 /* CONJ */
 static ingot_status k_conj(ingot_op_args *a) {
   ingot_status st = ingot_copy_(a->out[0], a->in[0]);
@@ -703,4 +869,7 @@ void cuda_register_linalg(ingot_backend *be) {
   be->kernels[INGOT_OP_SVD] = k_svd;
   be->kernels[INGOT_OP_EIGH] = k_eigh;
   be->kernels[INGOT_OP_CONJ] = k_conj;
+  be->kernels[INGOT_OP_QR] = k_qr;
+  be->kernels[INGOT_OP_HOUSEHOLDER_PRODUCT] = k_householder;
+  be->kernels[INGOT_OP_DET] = k_det;
 }
