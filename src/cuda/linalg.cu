@@ -273,3 +273,45 @@ extern "C" cudaError_t cuda_det_from_lu(int dt, const void *lu, const int64_t *p
   }
   return cudaGetLastError();
 }
+
+namespace {
+
+// One thread per member: the row order perm of P^T A from LAPACK pivots, then
+// P[perm[i], i] = 1 (P pre-zeroed).
+template <class T>
+__global__ void perm_kernel(const int32_t *__restrict__ piv, int64_t batch, int m, int k,
+                            int64_t *__restrict__ perm, T *__restrict__ P) {
+  int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (b >= batch) return;
+  int64_t *pm = perm + b * m;
+  for (int i = 0; i < m; i++) pm[i] = i;
+  for (int i = 0; i < k; i++) {
+    int64_t j = piv[b * k + i] - 1, t = pm[i];
+    pm[i] = pm[j];
+    pm[j] = t;
+  }
+  for (int i = 0; i < m; i++) P[b * m * m + pm[i] * m + i] = la_one<T>();
+}
+
+}  // namespace
+
+extern "C" cudaError_t cuda_lu_perm(int dt, const int32_t *piv, int64_t batch, int m, int k,
+                                    int64_t *perm, void *P, cudaStream_t s) {
+  if (batch == 0 || m == 0) return cudaSuccess;
+  unsigned grid = (unsigned)((batch + 127) / 128);
+  switch (dt) {
+    case INGOT_F32:
+      perm_kernel<<<grid, 128, 0, s>>>(piv, batch, m, k, perm, (float *)P);
+      break;
+    case INGOT_F64:
+      perm_kernel<<<grid, 128, 0, s>>>(piv, batch, m, k, perm, (double *)P);
+      break;
+    case INGOT_C64:
+      perm_kernel<<<grid, 128, 0, s>>>(piv, batch, m, k, perm, (c64_t *)P);
+      break;
+    default:
+      perm_kernel<<<grid, 128, 0, s>>>(piv, batch, m, k, perm, (c128_t *)P);
+      break;
+  }
+  return cudaGetLastError();
+}

@@ -33,6 +33,12 @@ cudaError_t cuda_conj_inplace(int dt, void *x, int64_t n, cudaStream_t s);
 cudaError_t cuda_det_from_lu(int dt, const void *lu, const int64_t *piv, int64_t batch, int n,
                              int slog, void *out0, void *out1, cudaStream_t s);
 
+/* Permutation matrices P [batch, m, m] (pre-zeroed, dtype dt) with A = P L U
+ * from contiguous int32 pivots [batch, k] (1-based, valid); perm is int64
+ * scratch of batch * m. */
+cudaError_t cuda_lu_perm(int dt, const int32_t *piv, int64_t batch, int m, int k, int64_t *perm,
+                         void *P, cudaStream_t s);
+
 void cuda_register_linalg(ingot_backend *be);
 
 #ifdef __cplusplus

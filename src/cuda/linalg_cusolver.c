@@ -12,8 +12,8 @@
  * lu_solve (validates the pivots on the host). solve_triangular,
  * cholesky_solve, lu (unchecked lu_factor) and conj never sync.
  * qr, householder_product and det/slogdet never sync (NaN propagates there).
- * lu_unpack and lstsq have no CUDA kernel yet: the CPU fallback
- * (INGOT_ENABLE_CPU_FALLBACK=1) runs them. */
+ * lu_unpack syncs (its pivot check). lstsq has no CUDA kernel yet: the
+ * CPU fallback (INGOT_ENABLE_CPU_FALLBACK=1) runs it. */
 #include <cublas_v2.h>
 #include <cusolverDn.h>
 #include <math.h>
@@ -848,6 +848,45 @@ static ingot_status k_det(ingot_op_args *a) {
   return st;
 }
 
+/* LU_UNPACK: P by a small kernel from the pivots (checked on the host: a
+ * sync), L and U by tril/triu of views of LU. */
+static ingot_status k_lu_unpack(ingot_op_args *a) {
+  la_ctx c;
+  ingot_status st = la_enter(a->in[0], &c);
+  if (st) return st;
+  int64_t batch, m, n;
+  la_dims(a->in[0], &batch, &m, &n);
+  int64_t k = m < n ? m : n;
+  ingot_dtype dt = ingot_dtype_of(a->in[0]);
+  ingot_tensor *P = a->out[0], *L = a->out[1], *U = a->out[2];
+  int64_t *piv64 = pivots64(&c, a->in[1], m, &st); /* validates 1..m */
+  ingot_tensor *piv = st ? NULL : ingot_contiguous(a->in[1]);
+  int64_t *perm = piv ? scratch(&c, batch * m, 8, false, &st) : NULL;
+  if (!st && !piv) st = ingot_last_status();
+  if (!st)
+    st = cuda_check(cudaMemsetAsync(ingot_tensor_data(P), 0,
+                                    (size_t)(batch * m * m) * ingot_dtype_size(dt), c.s),
+                    "memset");
+  if (!st)
+    st = cuda_check(cuda_lu_perm(dt, ingot_tensor_data(piv), batch, (int)m, (int)k, perm,
+                                 ingot_tensor_data(P), c.s),
+                    "lu perm");
+  ingot_tensor *lv = st ? NULL : ingot_narrow(a->in[0], -1, 0, k);
+  ingot_tensor *lt = lv ? ingot_tril(lv, -1) : NULL;
+  ingot_tensor *eye = lt ? ingot_eye(m, k, dt, ingot_device_of(P)) : NULL;
+  ingot_tensor *ls = eye ? ingot_add(lt, eye) : NULL;
+  ingot_tensor *uv = ls ? ingot_narrow(a->in[0], -2, 0, k) : NULL;
+  ingot_tensor *ut = uv ? ingot_triu(uv, 0) : NULL;
+  if (!st) st = ut ? ingot_copy_(L, ls) : ingot_last_status();
+  if (!st) st = ingot_copy_(U, ut);
+  ingot_tensor *tmp[] = {lv, lt, eye, ls, uv, ut, piv};
+  for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++) ingot_release(tmp[i]);
+  if (piv64) cuda_scratch_free(c.dev, piv64, c.s);
+  if (perm) cuda_scratch_free(c.dev, perm, c.s);
+  la_leave(&c);
+  return st;
+}
+
 /* CONJ */
 static ingot_status k_conj(ingot_op_args *a) {
   ingot_status st = ingot_copy_(a->out[0], a->in[0]);
@@ -872,4 +911,5 @@ void cuda_register_linalg(ingot_backend *be) {
   be->kernels[INGOT_OP_QR] = k_qr;
   be->kernels[INGOT_OP_HOUSEHOLDER_PRODUCT] = k_householder;
   be->kernels[INGOT_OP_DET] = k_det;
+  be->kernels[INGOT_OP_LU_UNPACK] = k_lu_unpack;
 }

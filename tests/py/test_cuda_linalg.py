@@ -22,9 +22,9 @@ def mk_t(x):
     return to_device(transposed(x)) if np.ndim(x) >= 2 else mk(x)
 
 
-# Ops with no CUDA kernel yet (lu_unpack inside lu, lstsq): their checks run
-# through the CPU fallback, which must give the same answers.
-NEEDS_FALLBACK = {"check_lu", "check_lstsq"}
+# lstsq has no CUDA kernel yet: its check runs through the CPU fallback,
+# which must give the same answers.
+NEEDS_FALLBACK = {"check_lstsq"}
 
 
 @pytest.mark.parametrize("dt", DTYPES, ids=[LA_NAMES[d] for d in DTYPES])
