@@ -39,6 +39,9 @@ cudaError_t cuda_det_from_lu(int dt, const void *lu, const int64_t *piv, int64_t
 cudaError_t cuda_lu_perm(int dt, const int32_t *piv, int64_t batch, int m, int k, int64_t *perm,
                          void *P, cudaStream_t s);
 
+/* LSTSQ composed of device ops (src/cuda/linalg_lstsq.c). */
+ingot_status cuda_linalg_lstsq(ingot_op_args *a);
+
 void cuda_register_linalg(ingot_backend *be);
 
 #ifdef __cplusplus

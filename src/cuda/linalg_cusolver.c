@@ -12,8 +12,8 @@
  * lu_solve (validates the pivots on the host). solve_triangular,
  * cholesky_solve, lu (unchecked lu_factor) and conj never sync.
  * qr, householder_product and det/slogdet never sync (NaN propagates there).
- * lu_unpack syncs (its pivot check). lstsq has no CUDA kernel yet: the
- * CPU fallback (INGOT_ENABLE_CPU_FALLBACK=1) runs it. */
+ * lu_unpack syncs (its pivot check); lstsq (src/cuda/linalg_lstsq.c) syncs
+ * through its SVD. */
 #include <cublas_v2.h>
 #include <cusolverDn.h>
 #include <math.h>
@@ -912,4 +912,5 @@ void cuda_register_linalg(ingot_backend *be) {
   be->kernels[INGOT_OP_HOUSEHOLDER_PRODUCT] = k_householder;
   be->kernels[INGOT_OP_DET] = k_det;
   be->kernels[INGOT_OP_LU_UNPACK] = k_lu_unpack;
+  be->kernels[INGOT_OP_LSTSQ] = cuda_linalg_lstsq;
 }

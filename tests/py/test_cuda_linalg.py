@@ -22,16 +22,9 @@ def mk_t(x):
     return to_device(transposed(x)) if np.ndim(x) >= 2 else mk(x)
 
 
-# lstsq has no CUDA kernel yet: its check runs through the CPU fallback,
-# which must give the same answers.
-NEEDS_FALLBACK = {"check_lstsq"}
-
-
 @pytest.mark.parametrize("dt", DTYPES, ids=[LA_NAMES[d] for d in DTYPES])
 @pytest.mark.parametrize("check", ALL_CHECKS, ids=[c.__name__[6:] for c in ALL_CHECKS])
-def test_cuda_linalg(check, dt, monkeypatch):
-    if check.__name__ in NEEDS_FALLBACK:
-        monkeypatch.setenv("INGOT_ENABLE_CPU_FALLBACK", "1")
+def test_cuda_linalg(check, dt):
     check(np.random.default_rng(zlib.crc32((check.__name__ + LA_NAMES[dt]).encode())), dt, mk, mk_t)
 
 
