@@ -3,6 +3,7 @@
  * member is gathered into a column-major buffer, factored, and scattered
  * back; small members run in parallel, one per thread. */
 #include <complex.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "lapack.h"
@@ -64,7 +65,7 @@ static ingot_status k_lu_factor(ingot_op_args *a) {
   la_mat A = la_view(a->in[0], 2), LU = la_view(a->out[0], 2), P = la_view(a->out[1], 1);
   int64_t B = la_batch(&LU), m = A.rows, n = A.cols, lda = imax(1, m);
   la_fail f = {INT64_MAX, 0};
-  bool failed_alloc = false;
+  atomic_bool failed_alloc = false;
 #pragma omp parallel for schedule(dynamic) if (B > 1 && LA_SMALL(m, n))
   for (int64_t b = 0; b < B; b++) {
     void *buf = la_buf(m, n, A.es);
@@ -157,7 +158,7 @@ static ingot_status k_lu_solve(ingot_op_args *a) {
   bool trans_b = !left, conj_b = !left && adjoint;
   char trans = left ? (adjoint ? 'C' : 'N') : (adjoint ? 'N' : 'T');
   if (!pivots_valid(&Pv, n)) return bad_pivots();
-  bool failed_alloc = false;
+  atomic_bool failed_alloc = false;
 #pragma omp parallel for schedule(dynamic) if (nb > 1 && LA_SMALL(n, n))
   for (int64_t b = 0; b < nb; b++) {
     void *lu = la_buf(n, n, LU.es), *x = la_buf(n, nrhs, LU.es);
@@ -184,7 +185,7 @@ static ingot_status k_solve_triangular(ingot_op_args *a) {
   la_mat A = la_view(a->in[0], 2), Bm = la_view(a->in[1], 2), X = la_view(a->out[0], 2);
   bool upper = a->iarg[0], left = a->iarg[1], unit = a->iarg[2];
   int64_t n = A.rows, nb = la_batch(&X), lda = imax(1, n), ldb = imax(1, Bm.rows);
-  bool failed_alloc = false;
+  atomic_bool failed_alloc = false;
 #pragma omp parallel for schedule(dynamic) if (nb > 1 && LA_SMALL(n, n))
   for (int64_t b = 0; b < nb; b++) {
     void *tri = la_buf(n, n, A.es), *x = la_buf(Bm.rows, Bm.cols, A.es);
@@ -209,7 +210,7 @@ static ingot_status k_inv(ingot_op_args *a) {
   la_mat A = la_view(a->in[0], 2), X = la_view(a->out[0], 2);
   int64_t n = A.rows, nb = la_batch(&X), ld = imax(1, n), lwork = imax(1, 64 * n);
   la_fail f = {INT64_MAX, 0};
-  bool failed_alloc = false;
+  atomic_bool failed_alloc = false;
 #pragma omp parallel for schedule(dynamic) if (nb > 1 && LA_SMALL(n, n))
   for (int64_t b = 0; b < nb; b++) {
     void *x = la_buf(n, n, A.es), *work = la_buf(lwork, 1, A.es);
@@ -241,7 +242,7 @@ static ingot_status k_det(ingot_op_args *a) {
   int64_t n = A.rows, nb = la_batch(&A), ld = imax(1, n);
   ingot_dtype dt = A.dt, rdt = la_real(dt);
   char *o0 = tensor_ptr(a->out[0]), *o1 = slog ? tensor_ptr(a->out[1]) : NULL;
-  bool failed_alloc = false;
+  atomic_bool failed_alloc = false;
 #pragma omp parallel for schedule(dynamic) if (nb > 1 && LA_SMALL(n, n))
   for (int64_t b = 0; b < nb; b++) {
     void *x = la_buf(n, n, A.es);
@@ -282,7 +283,7 @@ static ingot_status k_cholesky(ingot_op_args *a) {
   bool upper = a->iarg[0];
   int64_t n = A.rows, nb = la_batch(&X), ld = imax(1, n);
   la_fail f = {INT64_MAX, 0};
-  bool failed_alloc = false;
+  atomic_bool failed_alloc = false;
 #pragma omp parallel for schedule(dynamic) if (nb > 1 && LA_SMALL(n, n))
   for (int64_t b = 0; b < nb; b++) {
     void *x = la_buf(n, n, A.es);
@@ -313,7 +314,7 @@ static ingot_status k_cholesky_solve(ingot_op_args *a) {
   la_mat Bm = la_view(a->in[0], 2), L = la_view(a->in[1], 2), X = la_view(a->out[0], 2);
   char uplo = a->iarg[0] ? 'U' : 'L';
   int64_t n = L.rows, nb = la_batch(&X), ld = imax(1, n);
-  bool failed_alloc = false;
+  atomic_bool failed_alloc = false;
 #pragma omp parallel for schedule(dynamic) if (nb > 1 && LA_SMALL(n, n))
   for (int64_t b = 0; b < nb; b++) {
     void *l = la_buf(n, n, L.es), *x = la_buf(n, Bm.cols, L.es);

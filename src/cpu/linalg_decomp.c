@@ -4,6 +4,7 @@
  * scales each member by a power of two so that its largest element lies in
  * [0.5, 1) (exact) and falls back from gesdd to gesvd on non-convergence. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "lapack.h"
@@ -44,7 +45,7 @@ static ingot_status k_qr(ingot_op_args *a) {
   int64_t m = A.rows, n = A.cols, k = imin(m, n), nb = la_batch(&A), ld = imax(1, m);
   int64_t qc = mode == 1 ? m : k, rr = R.rows;
   la_fail f = {INT64_MAX, 0};
-  bool failed_alloc = false;
+  atomic_bool failed_alloc = false;
 #pragma omp parallel for schedule(dynamic) if (nb > 1 && LA_SMALL(m, n))
   for (int64_t b = 0; b < nb; b++) {
     void *x = la_buf(m, n, A.es), *tau = la_buf(k, 1, A.es), *q = NULL;
@@ -87,7 +88,7 @@ static ingot_status k_householder(ingot_op_args *a) {
   la_mat A = la_view(a->in[0], 2), T = la_view(a->in[1], 1), Q = la_view(a->out[0], 2);
   int64_t m = A.rows, n = A.cols, k = T.rows, nb = la_batch(&Q), ld = imax(1, m);
   la_fail f = {INT64_MAX, 0};
-  bool failed_alloc = false;
+  atomic_bool failed_alloc = false;
 #pragma omp parallel for schedule(dynamic) if (nb > 1 && LA_SMALL(m, n))
   for (int64_t b = 0; b < nb; b++) {
     void *x = la_buf(m, n, A.es), *tau = la_buf(k, 1, A.es);
@@ -172,7 +173,7 @@ static ingot_status k_svd(ingot_op_args *a) {
   int64_t ucols = full ? m : k, vrows = full ? n : k;
   ingot_dtype rdt = la_real(A.dt);
   la_fail f = {INT64_MAX, 0};
-  bool failed_alloc = false;
+  atomic_bool failed_alloc = false;
 #pragma omp parallel for schedule(dynamic) if (nb > 1 && LA_SMALL(m, n))
   for (int64_t b = 0; b < nb; b++) {
     void *x = la_buf(m, n, A.es), *x0 = la_buf(m, n, A.es), *u = NULL, *vt = NULL;
@@ -219,7 +220,7 @@ static ingot_status k_eigh(ingot_op_args *a) {
   la_mat V = vec ? la_view(a->out[1], 2) : A;
   int64_t n = A.rows, nb = la_batch(&A), ld = imax(1, n);
   la_fail f = {INT64_MAX, 0};
-  bool failed_alloc = false;
+  atomic_bool failed_alloc = false;
 #pragma omp parallel for schedule(dynamic) if (nb > 1 && LA_SMALL(n, n))
   for (int64_t b = 0; b < nb; b++) {
     void *x = la_buf(n, n, A.es);
@@ -254,7 +255,7 @@ static ingot_status k_lstsq(ingot_op_args *a) {
   ingot_dtype rdt = la_real(A.dt);
   double rcond = a->farg[0];
   la_fail f = {INT64_MAX, 0};
-  bool failed_alloc = false;
+  atomic_bool failed_alloc = false;
 #pragma omp parallel for schedule(dynamic) if (nb > 1 && LA_SMALL(m, n))
   for (int64_t b = 0; b < nb; b++) {
     void *x = la_buf(m, n, A.es), *y = la_buf(ldb, r, A.es);
