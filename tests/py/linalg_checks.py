@@ -9,14 +9,14 @@ to 2e-4, float64 and complex128 to 1e-10; SVD residuals and orthonormality
 are measured as norms relative to ||A|| (f32: 1e-5 * size, f64: 1e-13 *
 size)."""
 import ctypes
-import warnings
 
 import numpy as np
 import scipy.linalg as sla
 from ingot_ctypes import CPU, IngotError, T, call, lib, out_ptr, take, tensor, to_numpy
 
-# References computed in complex128 are cast to real dtypes (imaginary part 0).
-warnings.filterwarnings("ignore", category=np.exceptions.ComplexWarning)
+# References computed in complex128 are cast to real dtypes (imaginary part
+# 0); the test modules silence numpy's warning about it.
+QUIET = "ignore::numpy.exceptions.ComplexWarning"
 
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 LA_NAMES = {np.float32: "float32", np.float64: "float64", np.complex64: "complex64",

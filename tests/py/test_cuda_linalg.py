@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 from cuda_diff import CUDA, needs_cuda, to_device
 from ingot_ctypes import tensor, transposed
-from linalg_checks import ALL_CHECKS, DTYPES, LA_NAMES, la, randm, tol, well_conditioned
+from linalg_checks import (ALL_CHECKS, DTYPES, LA_NAMES, QUIET, la, randm, tol,
+                           well_conditioned)
 
-pytestmark = needs_cuda
+pytestmark = [needs_cuda, pytest.mark.filterwarnings(QUIET)]
 
 
 def mk(x):

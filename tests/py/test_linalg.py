@@ -7,7 +7,9 @@ import zlib
 import numpy as np
 import pytest
 from ingot_ctypes import IngotError, tensor, transposed
-from linalg_checks import ALL_CHECKS, DTYPES, LA_NAMES, la, randm
+from linalg_checks import ALL_CHECKS, DTYPES, LA_NAMES, QUIET, la, randm
+
+pytestmark = pytest.mark.filterwarnings(QUIET)
 
 
 def mk(x):
