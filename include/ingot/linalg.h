@@ -93,7 +93,8 @@ ingot_tensor *ingot_linalg_lstsq(const ingot_tensor *A, const ingot_tensor *B, d
  * "-1", "2", "-2" (NULL = "fro"). Real result. */
 ingot_tensor *ingot_linalg_matrix_norm(const ingot_tensor *A, const char *ord, bool keepdim);
 /* Condition number in ord (NULL = "2"; as matrix_norm's ords): s_max / s_min
- * for 2 and -2 its inverse; else norm(A) * norm(inv(A)) for square A. */
+ * for 2 and -2 its inverse; else norm(A) * norm(inv(A)) for square A (inf
+ * for a singular member, as torch). */
 ingot_tensor *ingot_linalg_cond(const ingot_tensor *A, const char *ord);
 /* Number of singular values (|eigenvalues| when hermitian) above max(atol,
  * rtol * s_max), int64 [*]; atol/rtol < 0 as pinv. */

@@ -22,6 +22,9 @@ ingot_tensor *la_new(int nb, const int64_t *batch, int nt, const int64_t *tail, 
 /* Dispatch a (outputs set up); on failure release every output, prefix the
  * message with op and return false. */
 bool la_run(const char *op, ingot_op_args *a);
+/* inv without the singularity error: *info int32 [*] is each member's
+ * getrf info (nonzero: singular, its inverse unspecified). */
+ingot_tensor *linalg_inv_ex(const ingot_tensor *A, ingot_tensor **info);
 /* Hand out[i] to *slot (or release it when slot is NULL). */
 void la_give(ingot_tensor *t, ingot_tensor **slot);
 

@@ -14,7 +14,10 @@
  *   adjoint; out[0] = X (B's shape).
  * SOLVE_TRIANGULAR: in[0] = A [*, n, n], in[1] = B (as LU_SOLVE); iarg[0] =
  *   upper, iarg[1] = left, iarg[2] = unit diagonal; out[0] = X.
- * INV: in[0] = A [*, n, n]; out[0] = inverse; fails on a singular member.
+ * INV: in[0] = A [*, n, n]; out[0] = inverse; fails on a singular member,
+ *   unless nout = 2: then out[1] = int32 [*] gets each member's getrf info
+ *   (0, or the 1-based index of the zero pivot; that member's out[0] is
+ *   unspecified) and nothing fails (no sync on CUDA).
  * DET: in[0] = A [*, n, n]; iarg[0] = 0: out[0] = det [*]; iarg[0] = 1:
  *   out[0] = sign [*] (A's dtype), out[1] = log|det| [*] (real).
  * CHOLESKY: in[0] = A [*, n, n] (lower triangle read); iarg[0] = upper
@@ -267,6 +270,16 @@ ingot_tensor *ingot_linalg_solve_triangular(const ingot_tensor *A, const ingot_t
   a.iarg[1] = left;
   a.iarg[2] = unitriangular;
   return solve_like("solve_triangular", &a, A, NULL, B);
+}
+
+ingot_tensor *linalg_inv_ex(const ingot_tensor *A, ingot_tensor **info) {
+  if (!la_check("inv", A, true)) return NULL;
+  ingot_op_args a = {.op = INGOT_OP_INV, .nin = 1, .nout = 2, .in = {(ingot_tensor *)A}};
+  a.out[0] = tensor_new(A->ndim, A->shape, A->dtype, A->device);
+  a.out[1] = tensor_new(A->ndim - 2, A->shape, INGOT_I32, A->device);
+  if (!la_run("inv", &a)) return NULL;
+  *info = a.out[1];
+  return a.out[0];
 }
 
 ingot_tensor *ingot_linalg_inv(const ingot_tensor *A) {

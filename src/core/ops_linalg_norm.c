@@ -147,8 +147,10 @@ ingot_tensor *ingot_linalg_cond(const ingot_tensor *A, const char *ord) {
     ingot_tensor *s = ingot_linalg_svdvals(A);
     ingot_tensor *hi = ingot_amax(s, LAST1, 1, false), *lo = ingot_amin(s, LAST1, 1, false);
     r = o == ORD_2 ? ingot_div(hi, lo) : ingot_div(lo, hi);
-  } else {
-    r = ingot_mul(norm_of(A, o, false), norm_of(ingot_linalg_inv(A), o, false));
+  } else { /* torch: inf for a singular member */
+    ingot_tensor *info = NULL, *inv = linalg_inv_ex(A, &info);
+    ingot_tensor *sing = info ? ingot_ne(info, ingot_zeros_like(info)) : NULL;
+    r = ingot_masked_fill(ingot_mul(norm_of(A, o, false), norm_of(inv, o, false)), sing, INFINITY);
   }
   return finish("cond", r);
 }

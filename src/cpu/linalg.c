@@ -208,6 +208,7 @@ static ingot_status k_solve_triangular(ingot_op_args *a) {
 /* INV */
 static ingot_status k_inv(ingot_op_args *a) {
   la_mat A = la_view(a->in[0], 2), X = la_view(a->out[0], 2);
+  int32_t *infos = a->nout > 1 ? (int32_t *)tensor_ptr(a->out[1]) : NULL;
   int64_t n = A.rows, nb = la_batch(&X), ld = imax(1, n), lwork = imax(1, 64 * n);
   la_fail f = {INT64_MAX, 0};
   atomic_bool failed_alloc = false;
@@ -218,6 +219,7 @@ static ingot_status k_inv(ingot_op_args *a) {
     if (x && work && piv) {
       la_load(&A, b, x, ld, false, false);
       lapack_int info = LA_CALL(A.dt, getrf_work, n, n, x, ld, piv);
+      if (infos) infos[b] = info;
       if (info > 0)
         la_fail_note(&f, b, info);
       else if (n > 0)
@@ -231,7 +233,7 @@ static ingot_status k_inv(ingot_op_args *a) {
     free(piv);
   }
   if (failed_alloc) return oom();
-  return f.member != INT64_MAX ? singular(&f) : INGOT_OK;
+  return f.member != INT64_MAX && !infos ? singular(&f) : INGOT_OK;
 }
 
 /* DET: iarg[0] = 0 writes det into out[0]; 1 writes sign into out[0] and

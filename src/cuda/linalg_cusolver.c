@@ -401,7 +401,12 @@ static ingot_status k_inv(ingot_op_args *a) {
   }
   int64_t bad;
   int v;
-  if (!st && n > 0 && first_failure(&c, info, batch, &bad, &v, &st)) st = singular(bad, v);
+  if (!st && a->nout > 1) /* the caller takes the infos: no check, no sync */
+    st = cuda_check(cudaMemcpyAsync(ingot_tensor_data(a->out[1]), info, sizeof(int) * (size_t)batch,
+                                    cudaMemcpyDeviceToDevice, c.s),
+                    "copy info");
+  else if (!st && n > 0 && first_failure(&c, info, batch, &bad, &v, &st))
+    st = singular(bad, v);
   if (info) cuda_scratch_free(c.dev, info, c.s);
   if (piv) cuda_scratch_free(c.dev, piv, c.s);
   if (rs_info) cuda_scratch_free(c.dev, rs_info, c.s);

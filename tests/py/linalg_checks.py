@@ -489,6 +489,11 @@ def check_norms(rng, dt, mk, mk_t):
         got = la("cond", mk(sq), o)
         want = np.linalg.cond(sq.astype(np.complex128), p=NP_ORD[o])
         close(got, want.astype(real_of(dt)), dt, scale=float(np.max(want)))
+    sing = sq.copy()
+    sing[1] = 0  # singular member: inf for the inverse-based ords (torch)
+    for o in ("fro", "1", "inf"):
+        got = la("cond", mk(sing), o)
+        assert got[1] == np.inf and np.isfinite(got[0]) and np.isfinite(got[2]), (o, got)
     r2 = randm(rng, (2, 6, 2), dt) @ randm(rng, (2, 2, 5), dt)
     rank = la("matrix_rank", mk(r2), -1.0, -1.0, False)
     assert rank.dtype == np.int64 and list(rank) == [2, 2]
