@@ -47,7 +47,7 @@ static inline lapack_int la_syevd(ingot_dtype dt, char jobz, char uplo, lapack_i
   }
 }
 
-/* Column-major triangular solve with alpha = 1 (B overwritten by X). */
+/* Row-major triangular solve with alpha = 1 (B, m x n, overwritten by X). */
 static inline void la_trsm(ingot_dtype dt, bool left, bool upper, bool trans, bool unit, int m,
                            int n, const void *a, int lda, void *b, int ldb) {
   enum CBLAS_SIDE s = left ? CblasLeft : CblasRight;
@@ -58,16 +58,16 @@ static inline void la_trsm(ingot_dtype dt, bool left, bool upper, bool trans, bo
   static const double one_z[2] = {1, 0};
   switch (dt) {
     case INGOT_F32:
-      cblas_strsm(CblasColMajor, s, u, t, d, m, n, 1.0f, a, lda, b, ldb);
+      cblas_strsm(CblasRowMajor, s, u, t, d, m, n, 1.0f, a, lda, b, ldb);
       break;
     case INGOT_F64:
-      cblas_dtrsm(CblasColMajor, s, u, t, d, m, n, 1.0, a, lda, b, ldb);
+      cblas_dtrsm(CblasRowMajor, s, u, t, d, m, n, 1.0, a, lda, b, ldb);
       break;
     case INGOT_C64:
-      cblas_ctrsm(CblasColMajor, s, u, t, d, m, n, one_c, a, lda, b, ldb);
+      cblas_ctrsm(CblasRowMajor, s, u, t, d, m, n, one_c, a, lda, b, ldb);
       break;
     default:
-      cblas_ztrsm(CblasColMajor, s, u, t, d, m, n, one_z, a, lda, b, ldb);
+      cblas_ztrsm(CblasRowMajor, s, u, t, d, m, n, one_z, a, lda, b, ldb);
       break;
   }
 }

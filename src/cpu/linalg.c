@@ -182,25 +182,26 @@ static ingot_status k_lu_solve(ingot_op_args *a) {
 
 /* SOLVE_TRIANGULAR */
 static ingot_status k_solve_triangular(ingot_op_args *a) {
-  la_mat A = la_view(a->in[0], 2), Bm = la_view(a->in[1], 2), X = la_view(a->out[0], 2);
+  la_mat A = la_view(a->in[0], 2), X = la_view(a->out[0], 2);
   bool upper = a->iarg[0], left = a->iarg[1], unit = a->iarg[2];
-  int64_t n = A.rows, nb = la_batch(&X), lda = imax(1, n), ldb = imax(1, Bm.rows);
+  int64_t n = A.rows, nb = la_batch(&X), es = (int64_t)A.es;
+  /* X starts as B; CBLAS solves row-major in place, reading a row-major A
+   * where it lies and a row-major copy of any other layout. */
+  bool in_place = A.cs == es && A.rs % es == 0 && A.rs >= n * es;
+  ingot_status st = cpu_copy(a->out[0], a->in[1]);
+  if (st != INGOT_OK || X.rows * X.cols == 0) return st;
   atomic_bool failed_alloc = false;
 #pragma omp parallel for schedule(dynamic) if (nb > 1 && LA_SMALL(n, n))
   for (int64_t b = 0; b < nb; b++) {
-    void *tri = la_buf(n, n, A.es), *x = la_buf(Bm.rows, Bm.cols, A.es);
-    if (tri && x) {
-      la_load(&A, b, tri, lda, false, false);
-      la_load(&Bm, b, x, ldb, false, false);
-      if (Bm.rows * Bm.cols > 0)
-        la_trsm(A.dt, left, upper, false, unit, (int)Bm.rows, (int)Bm.cols, tri, (int)lda, x,
-                (int)ldb);
-      la_store(&X, b, x, ldb, false, false);
-    } else {
+    void *tri = in_place ? NULL : la_buf(n, n, A.es);
+    if (!in_place && !tri) {
       failed_alloc = true;
+      continue;
     }
+    if (!in_place) la_load(&A, b, tri, imax(1, n), true, false);
+    la_trsm(A.dt, left, upper, false, unit, (int)X.rows, (int)X.cols, in_place ? la_at(&A, b) : tri,
+            (int)(in_place ? imax(1, A.rs / es) : imax(1, n)), la_at(&X, b), (int)X.cols);
     free(tri);
-    free(x);
   }
   return failed_alloc ? oom() : INGOT_OK;
 }
