@@ -1,5 +1,5 @@
 /* The accelerator workloads of ../shared/bench/WORKLOADS.md (copy, GEMM,
- * FP8 scaled_mm, decode GEMV, softmax, top-k), timed with device events:
+ * FP8 scaled_mm, decode GEMV, softmax, top-k, linear algebra), timed with device events:
  * the median of many runs after warm-up, weight sets larger than L2 rotated
  * so the cache does not serve them. Inputs are random, never zeros. The
  * PyTorch side of the comparison is bench/compare.py. */
@@ -49,8 +49,8 @@ done:
 
 /* Record workload id timed at t seconds (t <= 0: it failed) doing work
  * units, reported as work / t * scale in metric. */
-static void add_result(bench_ctx *c, const char *id, const char *shape, const char *dtype,
-                       double t, const char *metric, double work, double scale) {
+static void add_result(bench_ctx *c, const char *id, const char *shape, const char *dtype, double t,
+                       const char *metric, double work, double scale) {
   bench_result r = {.metric = metric, .reference_value = -1};
   snprintf(r.id, sizeof r.id, "%s", id);
   snprintf(r.shape, sizeof r.shape, "%s", shape);
@@ -83,7 +83,8 @@ static void bench_copy(bench_ctx *c) {
   const char *id = "copy_1GiB";
   if (!bench_selected(c, id)) return;
   int64_t n = (int64_t)1 << 30;
-  copy_arg a = {ingot_randint(0, 255, 1, &n, INGOT_U8, c->dev), ingot_empty(1, &n, INGOT_U8, c->dev)};
+  copy_arg a = {ingot_randint(0, 255, 1, &n, INGOT_U8, c->dev),
+                ingot_empty(1, &n, INGOT_U8, c->dev)};
   double t = a.a && a.b ? event_time(c->dev, run_copy, &a, 3, 20) : -1;
   add_result(c, id, "2^30", "uint8", t, "GB/s", 2.0 * (double)n, 1e-9);
   ingot_release(a.a);
@@ -199,6 +200,83 @@ static void bench_vocab(bench_ctx *c, int64_t B) {
   ingot_release(x);
 }
 
+/* ---- linear algebra (times are the goals in WORKLOADS.md; GFLOP/s uses
+ * the textbook counts: svd 22 n^3 (U, S, Vh), qr 4/3 n^3, lu 8/3 n^3 real
+ * flops for complex, inv 2 n^3 per matrix, trsm n^2 * nrhs) ---- */
+typedef struct la_arg {
+  ingot_tensor *a, *b;
+  int op;
+} la_arg;
+
+static ingot_tensor *run_linalg(void *p, int iter) {
+  (void)iter;
+  la_arg *l = p;
+  ingot_tensor *x = NULL, *y = NULL, *r = NULL;
+  switch (l->op) {
+    case 0:
+      r = ingot_linalg_svd(l->a, false, &x, &y);
+      break;
+    case 1:
+      r = ingot_linalg_qr(l->a, INGOT_QR_REDUCED, &x);
+      break;
+    case 2:
+      r = ingot_linalg_lu_factor(l->a, &x);
+      break;
+    case 3:
+      r = ingot_linalg_inv(l->a);
+      break;
+    default:
+      r = ingot_linalg_solve_triangular(l->a, l->b, false, true, false);
+      break;
+  }
+  ingot_release(x);
+  ingot_release(y);
+  return r;
+}
+
+static void bench_linalg_one(bench_ctx *c, const char *id, int op, ingot_dtype dt, int64_t batch,
+                             int64_t n, double flops, int runs) {
+  if (!bench_selected(c, id)) return;
+  int64_t s3[3] = {batch, n, n}, *s = batch ? s3 : s3 + 1;
+  int nd = batch ? 3 : 2;
+  la_arg l = {randn_as(nd, s, dt, c->dev), NULL, op};
+  if (l.a && op == 3) { /* well conditioned: 0.1 * randn + I */
+    ingot_tensor *eye = ingot_eye(n, n, dt, c->dev), *sc = ingot_mul_scalar(l.a, 0.1);
+    ingot_release(l.a);
+    l.a = eye && sc ? ingot_add(sc, eye) : NULL;
+    ingot_release(eye);
+    ingot_release(sc);
+  }
+  if (l.a && op == 4) { /* lower triangle with a strong diagonal */
+    ingot_tensor *eye = ingot_eye(n, n, dt, c->dev), *d = eye ? ingot_mul_scalar(eye, 64) : NULL;
+    ingot_tensor *lo = ingot_tril(l.a, 0);
+    ingot_release(l.a);
+    l.a = d && lo ? ingot_add(lo, d) : NULL;
+    l.b = randn_as(nd, s, dt, c->dev);
+    ingot_release(eye);
+    ingot_release(d);
+    ingot_release(lo);
+  }
+  double t = l.a && (op != 4 || l.b) ? event_time(c->dev, run_linalg, &l, 2, runs) : -1;
+  char shape[64];
+  if (batch)
+    snprintf(shape, sizeof shape, "%lldx%lldx%lld", (long long)batch, (long long)n, (long long)n);
+  else
+    snprintf(shape, sizeof shape, "%lld^2", (long long)n);
+  add_result(c, id, shape, ingot_dtype_name(dt), t, "GFLOP/s", flops, 1e-9);
+  ingot_release(l.a);
+  ingot_release(l.b);
+}
+
+static void bench_linalg(bench_ctx *c) {
+  double n2k = 2048.0, n4k = 4096.0;
+  bench_linalg_one(c, "svd_f32_2048", 0, INGOT_F32, 0, 2048, 22 * n2k * n2k * n2k, 5);
+  bench_linalg_one(c, "qr_f32_4096", 1, INGOT_F32, 0, 4096, 4.0 / 3 * n4k * n4k * n4k, 10);
+  bench_linalg_one(c, "lu_c64_2048", 2, INGOT_C64, 0, 2048, 8.0 / 3 * n2k * n2k * n2k, 20);
+  bench_linalg_one(c, "inv_f32_batch10000_8x8", 3, INGOT_F32, 10000, 8, 2.0 * 512 * 10000, 200);
+  bench_linalg_one(c, "trsm_f32_4096", 4, INGOT_F32, 0, 4096, n4k * n4k * n4k, 20);
+}
+
 void bench_gpu_workloads(bench_ctx *c) {
   if (c->dev.kind == INGOT_DEVICE_CPU) return;
   ingot_manual_seed(0);
@@ -212,4 +290,5 @@ void bench_gpu_workloads(bench_ctx *c) {
   bench_gemv(c, 8192, 28672);
   bench_vocab(c, 1);
   bench_vocab(c, 64);
+  bench_linalg(c);
 }

@@ -124,7 +124,22 @@ extern "C" {
   X(EMBEDDING, "embedding")                                                                \
   X(TOPK, "topk")                                                                          \
   X(SORT, "sort")                                                                          \
-  X(SCALED_MM, "scaled_mm")
+  X(SCALED_MM, "scaled_mm")                                                                \
+  /* linear algebra (contracts in src/core/ops_linalg*.c) */                               \
+  X(LU_FACTOR, "lu_factor")                                                                \
+  X(LU_UNPACK, "lu_unpack")                                                                \
+  X(LU_SOLVE, "lu_solve")                                                                  \
+  X(SOLVE_TRIANGULAR, "solve_triangular")                                                  \
+  X(INV, "inv")                                                                            \
+  X(DET, "det")                                                                            \
+  X(CHOLESKY, "cholesky")                                                                  \
+  X(CHOLESKY_SOLVE, "cholesky_solve")                                                      \
+  X(QR, "qr")                                                                              \
+  X(HOUSEHOLDER_PRODUCT, "householder_product")                                            \
+  X(SVD, "svd")                                                                            \
+  X(EIGH, "eigh")                                                                          \
+  X(LSTSQ, "lstsq")                                                                        \
+  X(CONJ, "conj")
 
 typedef enum ingot_op {
 #define INGOT_OP_ENUM(e, s) INGOT_OP_##e,
@@ -137,7 +152,7 @@ typedef enum ingot_op {
 const char *ingot_op_name(ingot_op op);
 
 #define INGOT_OP_MAX_IN 8
-#define INGOT_OP_MAX_OUT 2
+#define INGOT_OP_MAX_OUT 4
 
 /* What a kernel receives. Inputs may be strided (any strides, offset) and
  * already broadcast to the output shape where the op is elementwise; outputs

@@ -7,6 +7,7 @@
 #include "dtype.h"
 #include "error.h"
 #include "gguf.h"
+#include "linalg.h"
 #include "model.h"
 #include "ops.h"
 #include "quant.h"

@@ -10,6 +10,7 @@
 #include "../core/numeric.h"
 #include "allocator.h"
 #include "cuda_kernels.h"
+#include "linalg_cuda.h"
 
 static int device_total = -1;
 static once_flag count_once = ONCE_FLAG_INIT;
@@ -177,4 +178,5 @@ void cuda_backend_init(ingot_backend *be) {
   cuda_register_index(be);
   cuda_register_sort(be);
   cuda_register_matmul(be);
+  cuda_register_linalg(be);
 }

@@ -1,0 +1,50 @@
+/* CUDA linear algebra: our kernels (src/cuda/linalg.cu) used by the cuSOLVER
+ * driver (src/cuda/linalg_cusolver.c). All launch on stream s, never sync. */
+#ifndef INGOT_CUDA_LINALG_H
+#define INGOT_CUDA_LINALG_H
+
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+#include "ingot/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Largest n of the batched in-register inverse. */
+#define CUDA_INV_SMALL_MAX 32
+
+/* Inverse of each of `batch` contiguous row-major n x n matrices (n <=
+ * CUDA_INV_SMALL_MAX) of dtype dt (f32/f64/c64/c128) by Gauss-Jordan with
+ * partial pivoting, one thread block per matrix; info[b] (device) gets 0,
+ * or the 1-based step of member b's first zero pivot (LAPACK's getrf info). */
+cudaError_t cuda_inv_small(int dt, const void *a, void *out, int64_t batch, int n, int *info,
+                           cudaStream_t s);
+/* dst[i] = (int64) src[i] or back, n elements. */
+cudaError_t cuda_pivots_i64_to_i32(int32_t *dst, const int64_t *src, int64_t n, cudaStream_t s);
+cudaError_t cuda_pivots_i32_to_i64(int64_t *dst, const int32_t *src, int64_t n, cudaStream_t s);
+/* In place: negate every imaginary part of n complex elements (dt c64/c128). */
+cudaError_t cuda_conj_inplace(int dt, void *x, int64_t n, cudaStream_t s);
+
+/* From batch column-major (or row-major: the diagonal is the same) n x n
+ * LU factors and their int64 pivots: det into out0 (dt), or, when slog,
+ * sign into out0 and log|det| into out1 (the real dtype). */
+cudaError_t cuda_det_from_lu(int dt, const void *lu, const int64_t *piv, int64_t batch, int n,
+                             int slog, void *out0, void *out1, cudaStream_t s);
+
+/* Permutation matrices P [batch, m, m] (pre-zeroed, dtype dt) with A = P L U
+ * from contiguous int32 pivots [batch, k] (1-based, valid); perm is int64
+ * scratch of batch * m. */
+cudaError_t cuda_lu_perm(int dt, const int32_t *piv, int64_t batch, int m, int k, int64_t *perm,
+                         void *P, cudaStream_t s);
+
+/* LSTSQ composed of device ops (src/cuda/linalg_lstsq.c). */
+ingot_status cuda_linalg_lstsq(ingot_op_args *a);
+
+void cuda_register_linalg(ingot_backend *be);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
