@@ -124,7 +124,12 @@ extern "C" {
   X(EMBEDDING, "embedding")                                                                \
   X(TOPK, "topk")                                                                          \
   X(SORT, "sort")                                                                          \
-  X(SCALED_MM, "scaled_mm")
+  X(SCALED_MM, "scaled_mm")                                                                \
+  /* fused transformer ops (ingot/nn.h, contracts in src/core/ops_nn.c) */                \
+  X(QMATMUL, "qmatmul")                                                                    \
+  X(QGET_ROWS, "qget_rows")                                                                \
+  X(RMS_NORM, "rms_norm")                                                                  \
+  X(SWIGLU, "swiglu")
 
 typedef enum ingot_op {
 #define INGOT_OP_ENUM(e, s) INGOT_OP_##e,
