@@ -55,10 +55,12 @@ static ingot_status k_qget_rows(ingot_op_args *a) {
   const uint8_t *wp = (const uint8_t *)tensor_ptr(w);
   const int64_t *ip = (const int64_t *)tensor_ptr(ids);
   float *yp = (float *)tensor_ptr(a->out[0]);
-  /* Valid sizes cannot fail; dequantize threads each row itself when long. */
-  for (int64_t t = 0; t < T && !st; t++)
-    st = ingot_ggml_dequantize(type, wp + (size_t)ip[t] * rs, yp + t * cols, cols);
-  return st;
+  /* Rows in parallel (type and cols were checked by core: no row can fail). */
+  int failed = 0;
+#pragma omp parallel for schedule(static) reduction(| : failed) if (T * cols >= CPU_GRAIN && T > 1)
+  for (int64_t t = 0; t < T; t++)
+    failed |= ingot_ggml_dequantize(type, wp + (size_t)ip[t] * rs, yp + t * cols, cols) != 0;
+  return failed ? ingot_set_error(INGOT_ERR_ARG, "qget_rows: dequantisation failed") : INGOT_OK;
 }
 
 static inline float ld_f(const void *p, ingot_dtype dt, int64_t i) {

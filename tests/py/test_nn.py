@@ -77,6 +77,16 @@ def test_qget_rows(name, idt):
     np.testing.assert_array_equal(y, w64[ids].astype(np.float32))
 
 
+@pytest.mark.parametrize("name", ["Q4_K", "Q8_0", "BF16"])
+def test_qget_rows_many(name):
+    """Enough rows for the threaded path."""
+    rng = np.random.default_rng(17)
+    tid, cols, wq, w64 = qtable(name, 64, 4, rng)
+    ids = rng.integers(0, 64, 500)
+    y = to_numpy(call("ingot_qget_rows", tensor(wq), tid, cols, tensor(ids)))
+    np.testing.assert_array_equal(y, w64[ids].astype(np.float32))
+
+
 def test_qget_rows_bad_id():
     tid, cols, wq, _ = qtable("Q4_1", 6, 1, np.random.default_rng(0))
     for bad in ([0, 6], [-1]):
