@@ -6,13 +6,13 @@
 // Design:
 // - M <= 8 (decode): qgemv_kernel reads the blocks directly. A group of L
 //   lanes (L = 32, or the next power of two >= the row's 32-element units
-//   when a row is short, so that a warp then owns several rows) owns an
-//   output row n; lane i decodes units i, i+L, ... (a legacy block, a
-//   K-quant sub-block, or 32 elements of a float row) into 32 registers and
-//   multiplies them by all M rows of x (one template per M rounded up to
-//   1/2/4/8: each weight load is reused M times), f32 accumulation, shuffle
-//   reduction within the group. x is read through the read-only cache (it is
-//   at most 8 rows and stays in L1/L2; every warp reads it).
+//   when a row is short, so that a warp then owns several groups) owns two
+//   consecutive output rows; lane i decodes units i, i+L, ... (a legacy
+//   block, a K-quant sub-block, or 32 elements of a float row) of both rows
+//   into registers and multiplies them by all M rows of x (one template per
+//   M rounded up to 1/2/4/8: each weight load is reused M times, each x load
+//   twice), f32 accumulation, shuffle reduction within the group. x is read
+//   through the read-only cache (at most 8 rows; it stays in L1/L2).
 // - M > 8 (prefill): W is dequantised (the QGET_ROWS kernel with the
 //   identity ids) into an f32 scratch tensor from the caching allocator, and
 //   the CUDA MATMUL kernel (cuBLASLt, f32, no TF32) multiplies x by its
@@ -34,66 +34,96 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// acc[r] += v . x[r, 0:cnt) for the first m of R rows; xvec: x rows are
-// 16-byte aligned (float4 loads) and cnt == 32.
-template <int R>
-__device__ __forceinline__ void dot_rows(const float *v, const float *x, int64_t ldx, int m,
-                                         int cnt, bool xvec, float *acc) {
+// acc[c][r] += v[c] . x[r, 0:cnt) for the C weight rows c and the first m
+// of R rows of x: every x element loaded once serves the C weight rows (x,
+// read from L1, would otherwise cost more bandwidth than the weights).
+// xvec: x rows are 16-byte aligned (float4 loads).
+template <int R, int C>
+__device__ __forceinline__ void dot_rows(const float (*v)[ggml::kUnit], const float *x, int64_t ldx,
+                                         int m, int cnt, bool xvec, float (*acc)[R]) {
 #pragma unroll
   for (int r = 0; r < R; r++) {
     if (r >= m) break;
     const float *xr = x + r * ldx;
-    float s = 0.f;
+    float s[C];
+#pragma unroll
+    for (int c = 0; c < C; c++) s[c] = 0.f;
     if (xvec && cnt == ggml::kUnit) {
       const float4 *x4 = reinterpret_cast<const float4 *>(xr);
 #pragma unroll
       for (int i = 0; i < ggml::kUnit / 4; i++) {
         const float4 q = __ldg(x4 + i);
-        s = fmaf(v[4 * i], q.x, s);
-        s = fmaf(v[4 * i + 1], q.y, s);
-        s = fmaf(v[4 * i + 2], q.z, s);
-        s = fmaf(v[4 * i + 3], q.w, s);
+#pragma unroll
+        for (int c = 0; c < C; c++) {
+          s[c] = fmaf(v[c][4 * i], q.x, s[c]);
+          s[c] = fmaf(v[c][4 * i + 1], q.y, s[c]);
+          s[c] = fmaf(v[c][4 * i + 2], q.z, s[c]);
+          s[c] = fmaf(v[c][4 * i + 3], q.w, s[c]);
+        }
       }
     } else {
 #pragma unroll
-      for (int i = 0; i < ggml::kUnit; i++)
-        if (i < cnt) s = fmaf(v[i], __ldg(xr + i), s);
+      for (int i = 0; i < ggml::kUnit; i++) {
+        if (i >= cnt) break;
+        const float q = __ldg(xr + i);
+#pragma unroll
+        for (int c = 0; c < C; c++) s[c] = fmaf(v[c][i], q, s[c]);
+      }
     }
-    acc[r] += s;
+#pragma unroll
+    for (int c = 0; c < C; c++) acc[c][r] += s[c];
   }
 }
+
+// Weight rows per lane group (C above).
+constexpr int kRowsPerGroup = 2;
 
 template <int TYPE, int R>
 __global__ void __launch_bounds__(kThreads)
     qgemv_kernel(const uint8_t *__restrict__ w, int64_t rs, const float *__restrict__ x, int64_t k,
                  int64_t n, int m, float *__restrict__ y, int lpr, bool al, bool xvec) {
+  constexpr int C = kRowsPerGroup;
   const int lane = threadIdx.x & 31, sub = lane % lpr, grp = lane / lpr, gpw = 32 / lpr;
   const int64_t units = (k + ggml::kUnit - 1) / ggml::kUnit;
   const int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
   const int64_t nwarps = (int64_t)gridDim.x * blockDim.x / 32;
   // The loop bound is uniform over the warp: every lane reaches the shuffles.
-  for (int64_t n0 = warp * gpw; n0 < n; n0 += nwarps * gpw) {
-    const int64_t row = n0 + grp;
-    float acc[R];
+  for (int64_t n0 = warp * gpw * C; n0 < n; n0 += nwarps * gpw * C) {
+    const int64_t row0 = n0 + (int64_t)grp * C;  // this group's rows row0 .. row0 + C - 1
+    float acc[C][R];
 #pragma unroll
-    for (int r = 0; r < R; r++) acc[r] = 0.f;
-    if (row < n) {
-      const uint8_t *wr = w + row * rs;
+    for (int c = 0; c < C; c++)
+#pragma unroll
+      for (int r = 0; r < R; r++) acc[c][r] = 0.f;
+    if (row0 < n) {
       for (int64_t u = sub; u < units; u += lpr) {
-        float v[ggml::kUnit];
-        ggml::decode_unit<TYPE>(wr, u, k, al, v);
+        float v[C][ggml::kUnit];
+#pragma unroll
+        for (int c = 0; c < C; c++) {
+          if (row0 + c < n) {
+            ggml::decode_unit<TYPE>(w + (row0 + c) * rs, u, k, al, v[c]);
+          } else {
+#pragma unroll
+            for (int i = 0; i < ggml::kUnit; i++) v[c][i] = 0.f;
+          }
+        }
         const int64_t rest = k - u * ggml::kUnit;
-        dot_rows<R>(v, x + u * ggml::kUnit, k, m, rest < ggml::kUnit ? (int)rest : ggml::kUnit,
-                    xvec, acc);
+        dot_rows<R, C>(v, x + u * ggml::kUnit, k, m, rest < ggml::kUnit ? (int)rest : ggml::kUnit,
+                       xvec, acc);
       }
     }
 #pragma unroll
-    for (int r = 0; r < R; r++)
-      for (int o = lpr / 2; o > 0; o >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], o);
-    if (row < n && sub == 0) {
+    for (int c = 0; c < C; c++)
 #pragma unroll
       for (int r = 0; r < R; r++)
-        if (r < m) y[r * n + row] = acc[r];
+        for (int o = lpr / 2; o > 0; o >>= 1)
+          acc[c][r] += __shfl_xor_sync(0xffffffffu, acc[c][r], o);
+    if (sub == 0) {
+#pragma unroll
+      for (int c = 0; c < C; c++)
+#pragma unroll
+        for (int r = 0; r < R; r++)
+          if (r < m && row0 + c < n) y[r * n + row0 + c] = acc[c][r];
     }
   }
 }
@@ -155,7 +185,8 @@ cudaError_t launch_gemv_t(const uint8_t *w, int64_t rs, const float *x, int64_t 
   const int64_t units = (k + ggml::kUnit - 1) / ggml::kUnit;
   int lpr = 1;
   while (lpr < 32 && lpr < units) lpr *= 2;
-  const int64_t groups = (n + 32 / lpr - 1) / (32 / lpr);  // warps needed
+  const int64_t rows_per_warp = (int64_t)(32 / lpr) * kRowsPerGroup;
+  const int64_t groups = (n + rows_per_warp - 1) / rows_per_warp;  // warps needed
   int64_t blocks = (groups + kThreads / 32 - 1) / (kThreads / 32);
   if (blocks > 132 * 16) blocks = 132 * 16;
   const bool al = rows_aligned(TYPE, w, rs);
