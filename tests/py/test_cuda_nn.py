@@ -18,7 +18,7 @@ import pytest
 
 from cuda_diff import CUDA, diff, needs_cuda
 from ingot_ctypes import call, lib, strided, tensor, to_numpy
-from nn_cases import FLOATS, QTYPES, qtable
+from nn_cases import FLOATS, QTYPES, qtable, seed
 from test_quant import TYPES, random_blocks
 
 pytestmark = needs_cuda
@@ -68,7 +68,7 @@ def abs_deq(tid, wq, cols):
 @pytest.mark.parametrize("name", QTYPES)
 @pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 6, 7, 8, 9, 33])
 def test_qmatmul_small(name, m):
-    rng = np.random.default_rng(hash((name, m, 1)) % 2**32)
+    rng = np.random.default_rng(seed(name, m, 1))
     tid, cols, wq, w64 = qtable(name, 37, 3, rng)
     x = rng.standard_normal((m, cols)).astype(np.float32)
     got, want = both(wq, tid, cols, x)
@@ -78,7 +78,7 @@ def test_qmatmul_small(name, m):
 @pytest.mark.parametrize("name", QTYPES)
 def test_qmatmul_decode_shape(name):
     """N=6144, K=2048 (a decode GEMV of a 2k-wide model), M = 1..8."""
-    rng = np.random.default_rng(hash((name, 2)) % 2**32)
+    rng = np.random.default_rng(seed(name, 2))
     n, k = 6144, 2048
     tid, wq = weights_fast(name, n, k, rng)
     wabs = abs_deq(tid, wq, k)
@@ -94,7 +94,7 @@ def test_qmatmul_decode_shape(name):
                                           ("Q4_K", 1024, 14336, [1, 4, 17]),
                                           ("Q6_K", 4099, 768, [3, 8, 12])])
 def test_qmatmul_large(name, n, k, ms):
-    rng = np.random.default_rng(hash((name, n)) % 2**32)
+    rng = np.random.default_rng(seed(name, n))
     tid, wq = weights_fast(name, n, k, rng)
     wabs = abs_deq(tid, wq, k)
     wd = call("ingot_to", tensor(wq), CUDA)
@@ -118,7 +118,7 @@ def offset_view(arr, shape, off):
 @pytest.mark.parametrize("woff,xoff", [(1, 0), (2, 1), (0, 3)])
 def test_qmatmul_unaligned(name, m, woff, xoff):
     """Weight rows at odd / 2-byte-only addresses (byte loads), x not 16-byte aligned."""
-    rng = np.random.default_rng(hash((name, m, woff)) % 2**32)
+    rng = np.random.default_rng(seed(name, m, woff))
     tid, cols, wq, w64 = qtable(name, 21, 2, rng)
     x = rng.standard_normal((m, cols)).astype(np.float32)
     got, want = both(wq, tid, cols, x, lambda: (offset_view(x, x.shape, xoff),
@@ -144,7 +144,7 @@ def test_qmatmul_strided_x_and_special():
 @pytest.mark.parametrize("name", QTYPES)
 @pytest.mark.parametrize("idt", [np.int32, np.int64])
 def test_qget_rows(name, idt):
-    rng = np.random.default_rng(hash((name, 3)) % 2**32)
+    rng = np.random.default_rng(seed(name, 3))
     tid, cols, wq, _ = qtable(name, 50, 5, rng)
     ids = tensor(rng.integers(0, 50, 300).astype(idt))
     diff("ingot_qget_rows", tensor(wq), tid, cols, ids, tol=(0, 0))
@@ -152,7 +152,7 @@ def test_qget_rows(name, idt):
 
 @pytest.mark.parametrize("name", QTYPES)
 def test_qget_rows_unaligned_and_large(name):
-    rng = np.random.default_rng(hash((name, 4)) % 2**32)
+    rng = np.random.default_rng(seed(name, 4))
     tid, wq = weights_fast(name, 1000, 4096, rng)
     ids = rng.integers(0, 1000, 77).astype(np.int64)
     want = to_numpy(call("ingot_qget_rows", tensor(wq), tid, 4096, tensor(ids)))
