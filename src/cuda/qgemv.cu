@@ -28,8 +28,8 @@
 #include "cuda_common.cuh"
 #include "ggml_blocks.cuh"
 #include "ingot/nn.h"
-#include "qgemv_kernels.cuh"
 #include "ingot/ops.h"
+#include "qgemv_kernels.cuh"
 
 namespace {
 
