@@ -13,6 +13,7 @@ bf16 1.6e-2 relative: at most an ulp of the output dtype apart).
 """
 import ctypes
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -29,10 +30,7 @@ def weights_fast(name, rows, cols, rng):
     no numpy quantiser, no float64 copy)."""
     tid, _, bs, ts, _ = TYPES[name]
     if bs == 1:
-        dt = {"F32": np.float32, "F16": np.float16}.get(name)
-        if dt is None:
-            import ml_dtypes
-            dt = ml_dtypes.bfloat16
+        dt = {"F32": np.float32, "F16": np.float16, "BF16": ml_dtypes.bfloat16}[name]
         w = (rng.standard_normal((rows, cols)) * 0.05).astype(dt)
         return tid, w.view(np.uint8).reshape(rows, -1)
     return tid, random_blocks(name, rows * cols // bs, rng).reshape(rows, cols // bs * ts)
@@ -56,7 +54,8 @@ def check_close(got, want, x, wabs):
     bound = 2e-5 * (np.abs(x.astype(np.float64)) @ wabs.T) + 1e-6
     err = np.abs(got.astype(np.float64) - want.astype(np.float64))
     err[np.isnan(err)] = 0
-    assert np.all(err <= bound), f"max err {err.max()} at {np.unravel_index(err.argmax(), err.shape)}"
+    at = np.unravel_index(err.argmax(), err.shape)
+    assert np.all(err <= bound), f"max err {err.max()} at {at} (bound {bound[at]})"
 
 
 def abs_deq(tid, wq, cols):
