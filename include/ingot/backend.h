@@ -139,7 +139,12 @@ extern "C" {
   X(SVD, "svd")                                                                            \
   X(EIGH, "eigh")                                                                          \
   X(LSTSQ, "lstsq")                                                                        \
-  X(CONJ, "conj")
+  X(CONJ, "conj")                                                                          \
+  /* fused transformer ops (ingot/nn.h, contracts in src/core/ops_nn.c) */                \
+  X(QMATMUL, "qmatmul")                                                                    \
+  X(QGET_ROWS, "qget_rows")                                                                \
+  X(RMS_NORM, "rms_norm")                                                                  \
+  X(SWIGLU, "swiglu")
 
 typedef enum ingot_op {
 #define INGOT_OP_ENUM(e, s) INGOT_OP_##e,

@@ -9,6 +9,7 @@
 #include "gguf.h"
 #include "linalg.h"
 #include "model.h"
+#include "nn.h"
 #include "ops.h"
 #include "quant.h"
 #include "safetensors.h"
