@@ -124,7 +124,12 @@ extern "C" {
   X(EMBEDDING, "embedding")                                                                \
   X(TOPK, "topk")                                                                          \
   X(SORT, "sort")                                                                          \
-  X(SCALED_MM, "scaled_mm")
+  X(SCALED_MM, "scaled_mm")                                                                \
+  /* model runtime decode path (include/ingot/attention.h, ingot_sample_tokens) */         \
+  X(ROPE, "rope")                                                                          \
+  X(KV_CACHE_WRITE, "kv_cache_write")                                                      \
+  X(ATTENTION_CACHED, "attention_cached")                                                  \
+  X(SAMPLE_TOKENS, "sample_tokens")
 
 typedef enum ingot_op {
 #define INGOT_OP_ENUM(e, s) INGOT_OP_##e,

@@ -11,6 +11,7 @@
 
 #include "device.h"
 #include "error.h"
+#include "tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -118,6 +119,16 @@ ingot_sample_options ingot_sample_defaults(void);
  * Returns the token id or -1 on error. */
 int32_t ingot_sample(const ingot_sample_options *o, float *logits, int64_t vocab,
                      const int32_t *history, int64_t n_history, uint64_t step);
+
+/* The same sampling as one op on logits' device (no host round trip): logits
+ * float32 [V] (not modified); step int64 [1] picks the draw as ingot_sample's
+ * step and is incremented on the device; hist (may be NULL: no penalty) is an
+ * int32 ring [W] of the recent tokens (W replaces repeat_last_n; entries
+ * outside [0, V) are empty), and the token is written at hist[step % W].
+ * Returns int32 [1]. CUDA samples with temperature only when top_k is in
+ * [1, 1024] (greedy has no limit). */
+ingot_tensor *ingot_sample_tokens(const ingot_tensor *logits, const ingot_sample_options *o,
+                                  ingot_tensor *hist, ingot_tensor *step);
 
 /* ---- generation ---- */
 typedef struct ingot_generate_options {

@@ -63,5 +63,7 @@ void cpu_register_shape(ingot_backend *be);
 void cpu_register_index(ingot_backend *be);
 void cpu_register_sort(ingot_backend *be);
 void cpu_register_scaled_mm(ingot_backend *be);
+void cpu_register_attention(ingot_backend *be);
+void cpu_register_sample(ingot_backend *be);
 
 #endif
