@@ -9,6 +9,7 @@
 #include "error.h"
 #include "gguf.h"
 #include "model.h"
+#include "nn.h"
 #include "ops.h"
 #include "quant.h"
 #include "safetensors.h"

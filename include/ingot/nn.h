@@ -1,0 +1,36 @@
+/* Fused neural-net ops for transformer inference: products with quantised
+ * (GGML block) weights, quantised embedding lookup, RMS norm and SwiGLU.
+ * Every op returns a new tensor (owned reference) on the inputs' device, or
+ * NULL with ingot_last_error() set; inputs of one op must share a device. */
+#ifndef INGOT_NN_H
+#define INGOT_NN_H
+
+#include <stdint.h>
+
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* y [M, N] (f32) = x [M, K] (f32, rows contiguous) times W^T, where W is a
+ * uint8 tensor [N, row_bytes] holding each output row as ggml blocks of
+ * ggml_type (ingot/quant.h ids: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1,
+ * Q8_0, Q4_K, Q5_K, Q6_K) over K = cols; x and W on the same device. */
+ingot_tensor *ingot_qmatmul(const ingot_tensor *x, const ingot_tensor *w, int ggml_type,
+                            int64_t cols);
+/* Rows ids [T] (int32/int64, on w's device) of a ggml-block table W
+ * [rows, row_bytes] of ggml_type, dequantised to f32 [T, cols] (embedding
+ * lookup of a quantised table). Out-of-range ids fail like ingot_embedding. */
+ingot_tensor *ingot_qget_rows(const ingot_tensor *w, int ggml_type, int64_t cols,
+                              const ingot_tensor *ids);
+/* x * rsqrt(mean(x^2 over the last dim) + eps) * weight; x [..., n] f32/bf16/f16,
+ * weight [n] (f32 or x's dtype); result dtype of x, f32 accumulation. */
+ingot_tensor *ingot_rms_norm(const ingot_tensor *x, const ingot_tensor *weight, double eps);
+/* silu(gate) * up, elementwise, same shapes (f32/bf16/f16). */
+ingot_tensor *ingot_swiglu(const ingot_tensor *gate, const ingot_tensor *up);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
