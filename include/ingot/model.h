@@ -68,12 +68,17 @@ typedef struct ingot_model_options {
    * default int8-rounded ones as llama.cpp (ingot_ggml_matvec_q8: faster, less
    * exact). The environment variable INGOT_EXACT_MATVEC=1 also selects it. */
   bool exact_matvec;
+  /* Run the CPU model through the tensor forward (Ingot ops, as on devices)
+   * instead of the raw-pointer path; INGOT_TENSOR_FORWARD=1 also selects it.
+   * Models on other devices always use it. */
+  bool tensor_forward;
 } ingot_model_options;
 
 /* Open, validate (every tensor present, with the shape the config implies)
  * and map a model: a GGUF file, or a directory in the HF layout (config.json,
  * model.safetensors or sharded with model.safetensors.index.json,
- * tokenizer.json). Only the CPU device is implemented. NULL on failure
+ * tokenizer.json). On a device other than the CPU the weights are uploaded
+ * there once and the KV cache lives there. NULL on failure
  * with an error naming the problem (INGOT_ERR_IO for file/format errors,
  * INGOT_ERR_UNSUPPORTED for architectures or types not handled). */
 ingot_model *ingot_model_load(const char *path, ingot_device dev);
