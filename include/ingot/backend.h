@@ -125,6 +125,11 @@ extern "C" {
   X(TOPK, "topk")                                                                          \
   X(SORT, "sort")                                                                          \
   X(SCALED_MM, "scaled_mm")                                                                \
+  /* fused transformer ops (ingot/nn.h, contracts in src/core/ops_nn.c) */                \
+  X(QMATMUL, "qmatmul")                                                                    \
+  X(QGET_ROWS, "qget_rows")                                                                \
+  X(RMS_NORM, "rms_norm")                                                                  \
+  X(SWIGLU, "swiglu")                                                                      \
   /* model runtime decode path (include/ingot/attention.h, ingot_sample_tokens) */         \
   X(ROPE, "rope")                                                                          \
   X(KV_CACHE_WRITE, "kv_cache_write")                                                      \

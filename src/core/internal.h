@@ -80,6 +80,10 @@ bool broadcast_shapes(const char *op, int na, const int64_t *a, int nb, const in
 /* PyTorch's result_type over n operands (0-dim and wrapped scalars rank lower). */
 ingot_dtype result_type(const char *op, int n, const ingot_tensor *const *ts);
 
+/* Contiguous int64 version of an index tensor (int32 is widened); other
+ * dtypes fail naming op (src/core/ops_index.c). */
+ingot_tensor *as_index(const char *op, const ingot_tensor *idx);
+
 /* ---- dispatch (src/core/dispatch.c) ---- */
 /* Run a->op on the inputs' device (or out[0]'s when there are no inputs),
  * through the CPU fallback when allowed. */

@@ -6,8 +6,7 @@
 
 #include "internal.h"
 
-/* Contiguous int64 version of an index tensor (int32 is widened). */
-static ingot_tensor *as_index(const char *op, const ingot_tensor *idx) {
+ingot_tensor *as_index(const char *op, const ingot_tensor *idx) {
   if (idx->dtype != INGOT_I64 && idx->dtype != INGOT_I32)
     return ingot_fail(INGOT_ERR_DTYPE, "%s(): Expected dtype int64 or int32 for index, got %s", op,
                       ingot_dtype_name(idx->dtype));

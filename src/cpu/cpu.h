@@ -53,6 +53,10 @@ typedef double _Complex c128_t;
 #define CPU_FLOAT_TYPES(X) X(INGOT_F32, float) X(INGOT_F64, double)
 #define CPU_COMPLEX_TYPES(X) X(INGOT_C64, c64_t) X(INGOT_C128, c128_t)
 
+/* INGOT_OK when every int64 index of idx (contiguous) is in [0, size), else
+ * INGOT_ERR_INDEX naming op, the first bad index and dim (src/cpu/index.c). */
+ingot_status cpu_check_index(const char *op, const ingot_tensor *idx, int64_t size, int d);
+
 /* Registration of each kernel family into the CPU table (one file each). */
 void cpu_register_copy(ingot_backend *be);
 void cpu_register_unary(ingot_backend *be);
@@ -65,5 +69,6 @@ void cpu_register_sort(ingot_backend *be);
 void cpu_register_scaled_mm(ingot_backend *be);
 void cpu_register_attention(ingot_backend *be);
 void cpu_register_sample(ingot_backend *be);
+void cpu_register_nn(ingot_backend *be);
 
 #endif

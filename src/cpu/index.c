@@ -34,7 +34,7 @@ static ingot_status range_error(const char *op, int64_t bad, int d, int64_t size
                          (long long)size);
 }
 
-static ingot_status check_index(const char *op, const ingot_tensor *idx, int64_t size, int d) {
+ingot_status cpu_check_index(const char *op, const ingot_tensor *idx, int64_t size, int d) {
   int64_t bad = 0;
   if (!indices_in_range((const int64_t *)tensor_ptr(idx), ingot_numel(idx), 0, size, &bad))
     return range_error(op, bad, d, size);
@@ -89,7 +89,7 @@ static ingot_status k_index_select(ingot_op_args *a) {
   ingot_tensor *t = a->in[0], *idx = a->in[1], *out = a->out[0];
   int d = (int)a->iarg[0];
   int64_t size = t->ndim ? t->shape[d] : 1;
-  ingot_status st = check_index("index_select", idx, size, d);
+  ingot_status st = cpu_check_index("index_select", idx, size, d);
   if (st != INGOT_OK) return st;
   int64_t sst[INGOT_MAX_DIMS], ist[INGOT_MAX_DIMS] = {0};
   memcpy(sst, t->strides, sizeof sst);
@@ -103,7 +103,7 @@ static ingot_status k_gather(ingot_op_args *a) {
   ingot_tensor *t = a->in[0], *idx = a->in[1], *out = a->out[0];
   int d = (int)a->iarg[0];
   int64_t size = t->ndim ? t->shape[d] : 1;
-  ingot_status st = check_index("gather", idx, size, d);
+  ingot_status st = cpu_check_index("gather", idx, size, d);
   if (st != INGOT_OK) return st;
   int64_t sst[INGOT_MAX_DIMS] = {0}, ist[INGOT_MAX_DIMS];
   memcpy(sst, t->strides, sizeof(int64_t) * t->ndim);
@@ -116,7 +116,7 @@ static ingot_status k_gather(ingot_op_args *a) {
 
 static ingot_status k_embedding(ingot_op_args *a) {
   ingot_tensor *w = a->in[0], *idx = a->in[1], *out = a->out[0];
-  ingot_status st = check_index("embedding", idx, w->shape[0], 0);
+  ingot_status st = cpu_check_index("embedding", idx, w->shape[0], 0);
   if (st != INGOT_OK) return st;
   int64_t n = ingot_numel(idx), dsz = w->shape[1];
   if (n == 0 || dsz == 0) return INGOT_OK;
@@ -206,7 +206,7 @@ static ingot_status k_scatter(ingot_op_args *a) {
   int d = (int)a->iarg[0];
   const char *name = a->op == INGOT_OP_SCATTER_ADD ? "scatter_add" : "scatter";
   int64_t size = out->ndim ? out->shape[d] : 1;
-  ingot_status s = check_index(name, idx, size, d);
+  ingot_status s = cpu_check_index(name, idx, size, d);
   if (s != INGOT_OK) return s;
   if (ingot_numel(idx) == 0) return INGOT_OK;
   int64_t es = (int64_t)ingot_dtype_size(out->dtype);

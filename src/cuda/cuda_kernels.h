@@ -28,6 +28,14 @@ void cuda_register_sort(ingot_backend *be);
 void cuda_register_matmul(ingot_backend *be);
 void cuda_register_attention(ingot_backend *be);
 void cuda_register_sample(ingot_backend *be);
+void cuda_register_nn(ingot_backend *be);    /* nn.cu: RMS_NORM, SWIGLU */
+void cuda_register_qgemv(ingot_backend *be); /* qgemv.cu: QMATMUL, QGET_ROWS */
+
+/* INGOT_OK when every index of idx (int64, contiguous, on the device) is in
+ * [0, size); else INGOT_ERR_INDEX with embedding's message (src/cuda/index.cu:
+ * one small D2H copy and a sync, skipped while capturing or with
+ * INGOT_CUDA_CHECK_INDICES=0). */
+ingot_status cuda_check_index_range(const char *op, const ingot_tensor *idx, int64_t size, int dim);
 
 /* Map a CUDA error to an ingot status and message (INGOT_OK on success). */
 ingot_status cuda_check(cudaError_t err, const char *what);

@@ -785,6 +785,12 @@ ingot_status k_nonzero(ingot_op_args *a) { return select_common(a, false); }
 
 }  // namespace
 
+// The index check of the ops above for other kernel files (cuda_kernels.h).
+extern "C" ingot_status cuda_check_index_range(const char *op, const ingot_tensor *idx,
+                                               int64_t size, int dim) {
+  return check_simple(op, idx, size, dim);
+}
+
 extern "C" void cuda_register_index(ingot_backend *be) {
   be->kernels[INGOT_OP_INDEX_SELECT] = k_index_select;
   be->kernels[INGOT_OP_GATHER] = k_gather;

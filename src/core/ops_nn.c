@@ -1,0 +1,156 @@
+/* Fronts of the fused transformer ops (include/ingot/nn.h). Contracts:
+ *
+ * QMATMUL:   in[0] = x, f32 [M, K] contiguous; in[1] = W, u8 [N, row_bytes]
+ *            contiguous (row n = ggml blocks of K elements); iarg[0] = ggml
+ *            type, iarg[1] = K; out[0] = f32 [M, N]. M, N, K > 0.
+ * QGET_ROWS: in[0] = W as above [rows, row_bytes]; in[1] = ids, int64 [T]
+ *            contiguous; iarg[0] = type, iarg[1] = cols; out[0] = f32
+ *            [T, cols]. Ids outside [0, rows) fail with INGOT_ERR_INDEX
+ *            (message of embedding) before anything is written.
+ * RMS_NORM:  in[0] = x [R, n] contiguous (f32/bf16/f16), in[1] = weight [n]
+ *            contiguous (f32 or x's dtype); farg[0] = eps; out[0] = x's
+ *            shape and dtype. R, n > 0.
+ * SWIGLU:    in[0] = gate, in[1] = up: same shape and dtype (f32/bf16/f16),
+ *            contiguous; out[0] likewise; numel > 0.
+ * Core makes inputs contiguous (a copy only when they are not), so kernels
+ * see flat rows. */
+#include <string.h>
+
+#include "internal.h"
+
+static bool is_float16_32(ingot_dtype dt) {
+  return dt == INGOT_F32 || dt == INGOT_BF16 || dt == INGOT_F16;
+}
+
+/* Checks of a ggml-block table W [rows, row_bytes] holding cols elements of
+ * type per row; false + error naming op. */
+static bool check_qtable(const char *op, const ingot_tensor *w, int type, int64_t cols) {
+  const int64_t bs = ingot_ggml_block_size(type);
+  if (bs <= 0) {
+    ingot_set_error(INGOT_ERR_ARG, "%s: unknown ggml type %d", op, type);
+    return false;
+  }
+  if (cols <= 0 || cols % bs) {
+    ingot_set_error(INGOT_ERR_ARG,
+                    "%s: cols (%lld) must be a positive multiple of the %s block size %lld", op,
+                    (long long)cols, ingot_ggml_type_name(type), (long long)bs);
+    return false;
+  }
+  if (w->dtype != INGOT_U8) {
+    ingot_set_error(INGOT_ERR_DTYPE, "%s: weight blocks must be uint8, got %s", op,
+                    ingot_dtype_name(w->dtype));
+    return false;
+  }
+  const size_t rb = ingot_ggml_row_size(type, cols);
+  if (w->ndim != 2 || (size_t)w->shape[1] != rb) {
+    ingot_set_error(INGOT_ERR_SHAPE,
+                    "%s: weight must be [rows, %zu] (%lld %s elements per row), got %d dims "
+                    "with %lld bytes per row",
+                    op, rb, (long long)cols, ingot_ggml_type_name(type), w->ndim,
+                    (long long)(w->ndim == 2 ? w->shape[1] : -1));
+    return false;
+  }
+  return true;
+}
+
+/* Dispatch a with fresh out[0] of the given geometry; releases tmp[0..ntmp). */
+static ingot_tensor *run_nn(ingot_op_args *a, int ndim, const int64_t *shape, ingot_dtype dt,
+                            ingot_device dev, ingot_tensor **tmp, int ntmp) {
+  ingot_tensor *r = NULL;
+  bool ok = true;
+  for (int i = 0; i < ntmp; i++) ok = ok && tmp[i];
+  if (ok) {
+    a->out[0] = tensor_new(ndim, shape, dt, dev);
+    if (a->out[0]) r = dispatch_out(a);
+  }
+  for (int i = 0; i < ntmp; i++) ingot_release(tmp[i]);
+  return r;
+}
+
+ingot_tensor *ingot_qmatmul(const ingot_tensor *x, const ingot_tensor *w, int ggml_type,
+                            int64_t cols) {
+  const ingot_tensor *ts[2] = {x, w};
+  if (!check_tensors("qmatmul", 2, ts)) return NULL;
+  if (!check_qtable("qmatmul", w, ggml_type, cols)) return NULL;
+  if (x->dtype != INGOT_F32)
+    return ingot_fail(INGOT_ERR_DTYPE, "qmatmul: x must be float32, got %s",
+                      ingot_dtype_name(x->dtype));
+  if (x->ndim != 2 || x->shape[1] != cols)
+    return ingot_fail(INGOT_ERR_SHAPE, "qmatmul: x must be [M, %lld], got %d dims (last %lld)",
+                      (long long)cols, x->ndim, (long long)(x->ndim ? x->shape[x->ndim - 1] : 0));
+  const int64_t shape[2] = {x->shape[0], w->shape[0]};
+  if (shape[0] == 0 || shape[1] == 0) return tensor_new(2, shape, INGOT_F32, x->device);
+  ingot_tensor *tmp[2] = {ingot_contiguous(x), ingot_contiguous(w)};
+  ingot_op_args a = {.op = INGOT_OP_QMATMUL, .nin = 2, .nout = 1};
+  a.in[0] = tmp[0];
+  a.in[1] = tmp[1];
+  a.iarg[0] = ggml_type;
+  a.iarg[1] = cols;
+  return run_nn(&a, 2, shape, INGOT_F32, x->device, tmp, 2);
+}
+
+ingot_tensor *ingot_qget_rows(const ingot_tensor *w, int ggml_type, int64_t cols,
+                              const ingot_tensor *ids) {
+  const ingot_tensor *ts[2] = {w, ids};
+  if (!check_tensors("qget_rows", 2, ts)) return NULL;
+  if (!check_qtable("qget_rows", w, ggml_type, cols)) return NULL;
+  if (ids->ndim != 1)
+    return ingot_fail(INGOT_ERR_SHAPE, "qget_rows: ids must be 1-D, got %d dims", ids->ndim);
+  const int64_t shape[2] = {ids->shape[0], cols};
+  ingot_tensor *tmp[2] = {as_index("qget_rows", ids), NULL};
+  if (!tmp[0]) return NULL;
+  if (shape[0] == 0) {
+    ingot_release(tmp[0]);
+    return tensor_new(2, shape, INGOT_F32, w->device);
+  }
+  tmp[1] = ingot_contiguous(w);
+  ingot_op_args a = {.op = INGOT_OP_QGET_ROWS, .nin = 2, .nout = 1};
+  a.in[0] = tmp[1];
+  a.in[1] = tmp[0];
+  a.iarg[0] = ggml_type;
+  a.iarg[1] = cols;
+  return run_nn(&a, 2, shape, INGOT_F32, w->device, tmp, 2);
+}
+
+ingot_tensor *ingot_rms_norm(const ingot_tensor *x, const ingot_tensor *weight, double eps) {
+  const ingot_tensor *ts[2] = {x, weight};
+  if (!check_tensors("rms_norm", 2, ts)) return NULL;
+  if (!is_float16_32(x->dtype))
+    return ingot_fail(INGOT_ERR_DTYPE, "rms_norm: x must be float32, bfloat16 or float16, got %s",
+                      ingot_dtype_name(x->dtype));
+  if (weight->dtype != INGOT_F32 && weight->dtype != x->dtype)
+    return ingot_fail(INGOT_ERR_DTYPE, "rms_norm: weight must be float32 or %s, got %s",
+                      ingot_dtype_name(x->dtype), ingot_dtype_name(weight->dtype));
+  if (x->ndim == 0) return ingot_fail(INGOT_ERR_SHAPE, "rms_norm: x must have at least one dim");
+  const int64_t n = x->shape[x->ndim - 1];
+  if (weight->ndim != 1 || weight->shape[0] != n)
+    return ingot_fail(INGOT_ERR_SHAPE, "rms_norm: weight must be [%lld], got %d dims (first %lld)",
+                      (long long)n, weight->ndim, (long long)(weight->ndim ? weight->shape[0] : 0));
+  if (!(eps >= 0)) return ingot_fail(INGOT_ERR_ARG, "rms_norm: eps must be >= 0, got %g", eps);
+  if (ingot_numel(x) == 0) return tensor_new(x->ndim, x->shape, x->dtype, x->device);
+  ingot_tensor *tmp[2] = {ingot_contiguous(x), ingot_contiguous(weight)};
+  ingot_op_args a = {.op = INGOT_OP_RMS_NORM, .nin = 2, .nout = 1};
+  a.in[0] = tmp[0];
+  a.in[1] = tmp[1];
+  a.farg[0] = eps;
+  return run_nn(&a, x->ndim, x->shape, x->dtype, x->device, tmp, 2);
+}
+
+ingot_tensor *ingot_swiglu(const ingot_tensor *gate, const ingot_tensor *up) {
+  const ingot_tensor *ts[2] = {gate, up};
+  if (!check_tensors("swiglu", 2, ts)) return NULL;
+  if (!is_float16_32(gate->dtype) || up->dtype != gate->dtype)
+    return ingot_fail(INGOT_ERR_DTYPE,
+                      "swiglu: gate and up must share one dtype of float32, bfloat16 or float16, "
+                      "got %s and %s",
+                      ingot_dtype_name(gate->dtype), ingot_dtype_name(up->dtype));
+  if (gate->ndim != up->ndim ||
+      memcmp(gate->shape, up->shape, sizeof(int64_t) * (size_t)gate->ndim) != 0)
+    return ingot_fail(INGOT_ERR_SHAPE, "swiglu: gate and up must have the same shape");
+  if (ingot_numel(gate) == 0) return tensor_new(gate->ndim, gate->shape, gate->dtype, gate->device);
+  ingot_tensor *tmp[2] = {ingot_contiguous(gate), ingot_contiguous(up)};
+  ingot_op_args a = {.op = INGOT_OP_SWIGLU, .nin = 2, .nout = 1};
+  a.in[0] = tmp[0];
+  a.in[1] = tmp[1];
+  return run_nn(&a, gate->ndim, gate->shape, gate->dtype, gate->device, tmp, 2);
+}

@@ -1,0 +1,154 @@
+// Fused transformer elementwise/row kernels on CUDA: RMS_NORM and SWIGLU
+// (contracts in src/core/ops_nn.c; CPU reference src/cpu/nn.c).
+//
+// Design:
+// - rms_norm: one block per row (grid-stride over rows), f32 sum of squares
+//   (per-thread partials, warp shuffles, one shared-memory step), then a
+//   second pass over the row (it is in L1/L2) writing (x * inv) * w rounded
+//   once to x's dtype, exactly the CPU's two products.
+// - swiglu: 16-byte vectors (4 f32 or 8 bf16/f16) when the three pointers
+//   are 16-byte aligned, scalar tail; f32 math, one rounding.
+// No host sync; launched on the output's current stream (graph-capturable).
+#include <stdint.h>
+
+#include "cuda_common.cuh"
+
+namespace {
+
+constexpr int kNormThreads = 256;
+
+template <class T, class W>
+__global__ void __launch_bounds__(kNormThreads)
+    rms_norm_kernel(const T *__restrict__ x, const W *__restrict__ w, T *__restrict__ y,
+                    int64_t rows, int64_t n, float eps) {
+  __shared__ float part[kNormThreads / 32];
+  __shared__ float inv_s;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T *xr = x + r * n;
+    T *yr = y + r * n;
+    float ss = 0.f;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+      const float v = to_acc(xr[i]);
+      ss = fmaf(v, v, ss);
+    }
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x / 32] = ss;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      float t = 0.f;
+      for (int i = 0; i < kNormThreads / 32; i++) t += part[i];
+      inv_s = 1.0f / sqrtf(t / (float)n + eps);
+    }
+    __syncthreads();
+    const float inv = inv_s;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+      yr[i] = from_acc<T>(__fmul_rn(__fmul_rn(to_acc(xr[i]), inv), (float)to_acc(w[i])));
+    __syncthreads();  // part / inv_s are reused by the next row
+  }
+}
+
+template <class T>
+__device__ __forceinline__ T swiglu1(T g, T u) {
+  const float gv = to_acc(g);
+  return from_acc<T>(__fmul_rn(__fdiv_rn(gv, 1.0f + expf(-gv)), (float)to_acc(u)));
+}
+
+template <class T>
+__global__ void swiglu_kernel(const T *__restrict__ g, const T *__restrict__ u, T *__restrict__ y,
+                              int64_t n, bool vec) {
+  constexpr int V = 16 / sizeof(T);
+  const int64_t nv = vec ? n / V : 0;
+  CUDA_GRID_STRIDE(i, nv) {
+    uint4 gq = reinterpret_cast<const uint4 *>(g)[i], uq = reinterpret_cast<const uint4 *>(u)[i];
+    uint4 yq;
+    const T *ga = reinterpret_cast<const T *>(&gq), *ua = reinterpret_cast<const T *>(&uq);
+    T *ya = reinterpret_cast<T *>(&yq);
+#pragma unroll
+    for (int j = 0; j < V; j++) ya[j] = swiglu1(ga[j], ua[j]);
+    reinterpret_cast<uint4 *>(y)[i] = yq;
+  }
+  CUDA_GRID_STRIDE(i, n - nv * V) {
+    const int64_t e = nv * V + i;
+    y[e] = swiglu1(g[e], u[e]);
+  }
+}
+
+ingot_status set_dev(const ingot_tensor *t) {
+  return cuda_check(cudaSetDevice(ingot_device_of(t).index), "cudaSetDevice");
+}
+
+template <class T>
+void launch_rms(const ingot_tensor *x, const ingot_tensor *w, ingot_tensor *y, int64_t rows,
+                int64_t n, float eps, cudaStream_t s) {
+  const unsigned grid = (unsigned)(rows < 132 * 16 ? rows : 132 * 16);
+  const T *xp = static_cast<const T *>(ingot_tensor_data(x));
+  T *yp = static_cast<T *>(ingot_tensor_data(y));
+  if (ingot_dtype_of(w) == INGOT_F32)
+    rms_norm_kernel<T, float><<<grid, kNormThreads, 0, s>>>(
+        xp, static_cast<const float *>(ingot_tensor_data(w)), yp, rows, n, eps);
+  else
+    rms_norm_kernel<T, T><<<grid, kNormThreads, 0, s>>>(
+        xp, static_cast<const T *>(ingot_tensor_data(w)), yp, rows, n, eps);
+}
+
+ingot_status k_rms_norm(ingot_op_args *a) {
+  ingot_tensor *x = a->in[0], *w = a->in[1], *y = a->out[0];
+  ingot_status st = set_dev(y);
+  if (st) return st;
+  const int64_t n = ingot_shape(x)[ingot_ndim(x) - 1], rows = ingot_numel(x) / n;
+  const float eps = (float)a->farg[0];
+  cudaStream_t s = stream_of(y);
+  switch (ingot_dtype_of(x)) {
+    case INGOT_F32:
+      launch_rms<float>(x, w, y, rows, n, eps, s);
+      break;
+    case INGOT_BF16:
+      launch_rms<bf16_t>(x, w, y, rows, n, eps, s);
+      break;
+    case INGOT_F16:
+      launch_rms<f16_t>(x, w, y, rows, n, eps, s);
+      break;
+    default:
+      return ingot_set_error(INGOT_ERR_DTYPE, "rms_norm: unsupported dtype");
+  }
+  return launch_status("rms_norm kernel");
+}
+
+template <class T>
+void launch_swiglu(ingot_tensor *g, ingot_tensor *u, ingot_tensor *y, cudaStream_t s) {
+  const int64_t n = ingot_numel(y);
+  const T *gp = static_cast<const T *>(ingot_tensor_data(g));
+  const T *up = static_cast<const T *>(ingot_tensor_data(u));
+  T *yp = static_cast<T *>(ingot_tensor_data(y));
+  const bool vec = ((uintptr_t)gp | (uintptr_t)up | (uintptr_t)yp) % 16 == 0;
+  const int64_t work = vec ? n / (16 / (int64_t)sizeof(T)) + 16 : n;
+  swiglu_kernel<T><<<grid_for(work, 256), 256, 0, s>>>(gp, up, yp, n, vec);
+}
+
+ingot_status k_swiglu(ingot_op_args *a) {
+  ingot_tensor *g = a->in[0], *u = a->in[1], *y = a->out[0];
+  ingot_status st = set_dev(y);
+  if (st) return st;
+  cudaStream_t s = stream_of(y);
+  switch (ingot_dtype_of(y)) {
+    case INGOT_F32:
+      launch_swiglu<float>(g, u, y, s);
+      break;
+    case INGOT_BF16:
+      launch_swiglu<bf16_t>(g, u, y, s);
+      break;
+    case INGOT_F16:
+      launch_swiglu<f16_t>(g, u, y, s);
+      break;
+    default:
+      return ingot_set_error(INGOT_ERR_DTYPE, "swiglu: unsupported dtype");
+  }
+  return launch_status("swiglu kernel");
+}
+
+}  // namespace
+
+extern "C" void cuda_register_nn(ingot_backend *be) {
+  be->kernels[INGOT_OP_RMS_NORM] = k_rms_norm;
+  be->kernels[INGOT_OP_SWIGLU] = k_swiglu;
+}

@@ -1,0 +1,34 @@
+"""Inputs shared by the fused-op tests (test_nn.py on the CPU against numpy,
+test_cuda_nn.py on CUDA against the CPU): quantised weight tables of every
+ggml type and the numpy references of rms_norm and swiglu."""
+import ml_dtypes
+import numpy as np
+
+from test_quant import TYPES, make_weights
+
+QTYPES = list(TYPES)  # F32 F16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K BF16
+FLOATS = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.float16}
+
+
+def qtable(name, rows, kblocks, rng):
+    """(type id, cols, bytes [rows, row_bytes], float64 dequantised [rows, cols]):
+    K-quants and F32/F16/BF16 from random bits/values, legacy types from
+    gguf.quants.quantize (both decoded with gguf.quants.dequantize)."""
+    tid, _, bs, _, _ = TYPES[name]
+    cols = kblocks * (32 if bs == 1 else bs)
+    if bs == 1 and kblocks % 2:
+        cols += 3  # odd K for the scalar types (no block constraint)
+    wq, w64 = make_weights(name, rows, cols, rng)
+    return tid, cols, np.ascontiguousarray(wq).reshape(rows, -1), w64
+
+
+def rms_norm_ref(x, w, eps):
+    """float32 numpy rms_norm of x (any float dtype), rounded to x's dtype."""
+    xf = x.astype(np.float32)
+    r = np.float32(1) / np.sqrt(np.mean(xf * xf, axis=-1, keepdims=True) + np.float32(eps))
+    return ((xf * r) * w.astype(np.float32)).astype(x.dtype)
+
+
+def swiglu_ref(g, u):
+    gf, uf = g.astype(np.float32), u.astype(np.float32)
+    return (gf / (np.float32(1) + np.exp(-gf)) * uf).astype(g.dtype)

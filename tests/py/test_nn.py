@@ -1,0 +1,140 @@
+"""Fused transformer ops (include/ingot/nn.h) on the CPU against numpy.
+
+qmatmul / qget_rows: W dequantised by gguf.quants.dequantize (independent of
+ingot's decoder). qget_rows is exact (the decoders are bit-exact); qmatmul is
+checked against float64 x @ W^T with |err| <= 3e-5 * (|x| @ |W|^T) + 1e-6 (f32
+accumulation, both the matvec path M <= 8 and the dequantise + sgemm path).
+rms_norm / swiglu: numpy in float32, rounded to the input dtype; results
+within 1 ulp-ish of it (rtol 1e-5 f32, 1e-2 bf16, 2e-3 f16).
+"""
+import numpy as np
+import pytest
+
+from ingot_ctypes import IngotError, call, strided, tensor, to_numpy
+from nn_cases import FLOATS, QTYPES, qtable, rms_norm_ref, swiglu_ref
+
+MS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 33]
+RTOL = {"float32": 1e-5, "bfloat16": 1e-2, "float16": 2e-3}
+
+
+def check_qmatmul(y, x, w64):
+    xs = x.astype(np.float64)
+    ref = xs @ w64.T
+    bound = 3e-5 * (np.abs(xs) @ np.abs(w64).T) + 1e-6
+    err = np.abs(y.astype(np.float64) - ref)
+    assert np.all(err <= bound), f"max err {err.max()} (bound {bound.ravel()[err.argmax()]})"
+
+
+@pytest.mark.parametrize("name", QTYPES)
+@pytest.mark.parametrize("m", MS)
+def test_qmatmul(name, m):
+    rng = np.random.default_rng(hash((name, m)) % 2**32)
+    n = 37  # odd N
+    tid, cols, wq, w64 = qtable(name, n, 3, rng)
+    x = rng.standard_normal((m, cols)).astype(np.float32)
+    y = to_numpy(call("ingot_qmatmul", tensor(x), tensor(wq), tid, cols))
+    assert y.shape == (m, n) and y.dtype == np.float32
+    check_qmatmul(y, x, w64)
+
+
+@pytest.mark.parametrize("name", ["Q4_1", "Q8_0", "Q6_K"])
+def test_qmatmul_strided_x_and_larger(name):
+    rng = np.random.default_rng(7)
+    tid, cols, wq, w64 = qtable(name, 301, 8, rng)
+    for m in (1, 8, 70):
+        x = rng.standard_normal((m, cols)).astype(np.float32)
+        y = to_numpy(call("ingot_qmatmul", strided(x), tensor(wq), tid, cols))
+        check_qmatmul(y, x, w64)
+
+
+def test_qmatmul_special_values():
+    rng = np.random.default_rng(3)
+    tid, cols, wq, w64 = qtable("Q4_1", 5, 2, rng)
+    x = rng.standard_normal((2, cols)).astype(np.float32)
+    x[0, 3] = np.nan
+    x[1, 5] = np.inf
+    y = to_numpy(call("ingot_qmatmul", tensor(x), tensor(wq), tid, cols))
+    ref = x.astype(np.float64) @ w64.T
+    assert np.isnan(y[0]).all()
+    np.testing.assert_array_equal(np.isposinf(y[1]), np.isposinf(ref[1]))
+    np.testing.assert_array_equal(np.isneginf(y[1]), np.isneginf(ref[1]))
+
+
+def test_qmatmul_empty():
+    tid, cols, wq, _ = qtable("Q8_0", 4, 1, np.random.default_rng(0))
+    y = call("ingot_qmatmul", tensor(np.zeros((0, cols), np.float32)), tensor(wq), tid, cols)
+    assert y.shape == (0, 4)
+
+
+@pytest.mark.parametrize("name", QTYPES)
+@pytest.mark.parametrize("idt", [np.int32, np.int64])
+def test_qget_rows(name, idt):
+    rng = np.random.default_rng(hash(name) % 2**32)
+    tid, cols, wq, w64 = qtable(name, 29, 3, rng)
+    ids = np.array([0, 28, 5, 5, 17, 1, 28], idt)
+    y = to_numpy(call("ingot_qget_rows", tensor(wq), tid, cols, tensor(ids)))
+    assert y.dtype == np.float32 and y.shape == (len(ids), cols)
+    np.testing.assert_array_equal(y, w64[ids].astype(np.float32))
+
+
+@pytest.mark.parametrize("name", ["Q4_K", "Q8_0", "BF16"])
+def test_qget_rows_many(name):
+    """Enough rows for the threaded path."""
+    rng = np.random.default_rng(17)
+    tid, cols, wq, w64 = qtable(name, 64, 4, rng)
+    ids = rng.integers(0, 64, 500)
+    y = to_numpy(call("ingot_qget_rows", tensor(wq), tid, cols, tensor(ids)))
+    np.testing.assert_array_equal(y, w64[ids].astype(np.float32))
+
+
+def test_qget_rows_bad_id():
+    tid, cols, wq, _ = qtable("Q4_1", 6, 1, np.random.default_rng(0))
+    for bad in ([0, 6], [-1]):
+        with pytest.raises(IngotError, match="qget_rows.*out of bounds"):
+            call("ingot_qget_rows", tensor(wq), tid, cols, tensor(np.array(bad, np.int64)))
+
+
+@pytest.mark.parametrize("dt", list(FLOATS))
+@pytest.mark.parametrize("shape", [(1, 7), (5, 576), (2, 3, 129), (4, 2048)])
+@pytest.mark.parametrize("wf32", [True, False])
+def test_rms_norm(dt, shape, wf32):
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal(shape) * 3).astype(FLOATS[dt])
+    w = rng.standard_normal(shape[-1]).astype(np.float32 if wf32 else FLOATS[dt])
+    y = to_numpy(call("ingot_rms_norm", tensor(x), tensor(w), 1e-5))
+    assert y.dtype == x.dtype and y.shape == x.shape
+    ref = rms_norm_ref(x, w, 1e-5)
+    np.testing.assert_allclose(y.astype(np.float64), ref.astype(np.float64), rtol=RTOL[dt],
+                               atol=RTOL[dt] * 1e-2)
+
+
+def test_rms_norm_strided_and_special():
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((3, 64)).astype(np.float32)
+    x[1, 4] = np.nan
+    x[2] = 0  # all-zero row: eps keeps it finite (zeros)
+    w = rng.standard_normal(64).astype(np.float32)
+    y = to_numpy(call("ingot_rms_norm", strided(x), tensor(w), 1e-6))
+    assert np.isnan(y[1]).all()
+    np.testing.assert_array_equal(y[2], np.zeros(64, np.float32))
+    np.testing.assert_allclose(y[0], rms_norm_ref(x[:1], w, 1e-6)[0], rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("dt", list(FLOATS))
+@pytest.mark.parametrize("shape", [(1,), (7, 3), (3, 1537), (70000,)])
+def test_swiglu(dt, shape):
+    rng = np.random.default_rng(13)
+    g = (rng.standard_normal(shape) * 4).astype(FLOATS[dt])
+    u = rng.standard_normal(shape).astype(FLOATS[dt])
+    y = to_numpy(call("ingot_swiglu", tensor(g), tensor(u)))
+    assert y.dtype == g.dtype and y.shape == g.shape
+    np.testing.assert_allclose(y.astype(np.float64), swiglu_ref(g, u).astype(np.float64),
+                               rtol=RTOL[dt], atol=RTOL[dt] * 1e-2)
+
+
+def test_swiglu_special_and_strided():
+    g = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 80.0, -100.0, 1e-40], np.float32)
+    u = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], np.float32)
+    y = to_numpy(call("ingot_swiglu", strided(g), tensor(u)))
+    with np.errstate(all="ignore"):
+        np.testing.assert_allclose(y, swiglu_ref(g, u), rtol=1e-6, atol=1e-44, equal_nan=True)
