@@ -348,3 +348,163 @@ def test_cuda_sample_tokens_too_many_candidates():
     o = opts(temperature=1.0, top_k=0)
     with pytest.raises(IngotError, match="1024"):
         run_sampler(CUDA, o, rand(5000), None, 0)
+
+
+# ---- the model: the tensor forward (CPU here, CUDA on a GPU) vs the raw path ----
+I64 = ctypes.c_int64
+TOKEN_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.c_char_p, ctypes.c_size_t, P)
+
+
+class GenOpts(ctypes.Structure):
+    _fields_ = [("max_tokens", I64), ("sample", SampleOpts), ("stop_at_eos", ctypes.c_bool)]
+
+
+lib.ingot_model_load.restype = P
+lib.ingot_model_load.argtypes = [ctypes.c_char_p, type(CUDA)]
+lib.ingot_model_free.argtypes = [P]
+lib.ingot_model_free.restype = None
+lib.ingot_model_reset.argtypes = [P]
+lib.ingot_model_reset.restype = None
+lib.ingot_model_n_past.argtypes = [P]
+lib.ingot_model_n_past.restype = I64
+lib.ingot_model_forward.argtypes = [P, P, I64, P]
+lib.ingot_model_tokenizer.argtypes = [P]
+lib.ingot_model_tokenizer.restype = P
+lib.ingot_tokenize.argtypes = [P, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_bool, P, I64]
+lib.ingot_tokenize.restype = I64
+lib.ingot_generate.argtypes = [P, P, I64, ctypes.POINTER(GenOpts), TOKEN_FN, P, P, I64,
+                               ctypes.POINTER(I64), P]
+
+VOCAB = 49152
+PROMPTS = ["The capital of France is", "def fibonacci(n):\n", "Once upon a time, in a land far"]
+SAMPLED = dict(temperature=0.8, top_k=40, top_p=0.9, repeat_penalty=1.1, seed=3)
+# Logits of the tensor forward vs the raw float path: the same math in another
+# order (float32 sums): observed ~5e-5 on logits of magnitude ~30.
+LOGIT_ATOL_CPU = 1e-3
+# CUDA kernels sum in other orders again (warp reductions, flash-decoding).
+LOGIT_ATOL_CUDA = 1e-2
+
+
+class EnvSet:
+    def __init__(self, **kw):
+        self.kw, self.old = kw, {}
+
+    def __enter__(self):
+        import os
+        for k, v in self.kw.items():
+            self.old[k] = os.environ.get(k)
+            os.environ[k] = v
+
+    def __exit__(self, *a):
+        import os
+        for k, v in self.old.items():
+            if v is None:
+                del os.environ[k]
+            else:
+                os.environ[k] = v
+
+
+@pytest.fixture(scope="module")
+def smol():
+    from refs import smollm2_path
+    return smollm2_path()
+
+
+def load(path, mode):
+    """raw: the CPU's raw path with float activations; tensor: the CPU tensor
+    forward; cuda: cuda:0."""
+    from ingot_ctypes import Device
+    with EnvSet(INGOT_EXACT_MATVEC="1", INGOT_TENSOR_FORWARD="1" if mode == "tensor" else "0"):
+        m = lib.ingot_model_load(path.encode(), CUDA if mode == "cuda" else Device(0, 0))
+    assert m, lib.ingot_last_error().decode()
+    return m
+
+
+def tokenize(m, text):
+    ids = np.zeros(len(text) + 16, np.int32)
+    b = text.encode()
+    n = lib.ingot_tokenize(lib.ingot_model_tokenizer(m), b, len(b), False, ids.ctypes.data,
+                           len(ids))
+    assert n > 0
+    return ids[:n].copy()
+
+
+def logits(m, ids):
+    ids = np.ascontiguousarray(ids, np.int32)
+    out = np.zeros(VOCAB, np.float32)
+    st = lib.ingot_model_forward(m, ids.ctypes.data, len(ids), out.ctypes.data)
+    assert st == 0, lib.ingot_last_error().decode()
+    return out
+
+
+def generate(m, ids, n, **sample):
+    lib.ingot_model_reset(m)
+    o = GenOpts(n, opts(**sample), False)
+    out, nout = np.zeros(n, np.int32), I64()
+    st = lib.ingot_generate(m, ids.ctypes.data, len(ids), ctypes.byref(o), TOKEN_FN(lambda *a: 0),
+                            None, out.ctypes.data, n, ctypes.byref(nout), None)
+    assert st == 0, lib.ingot_last_error().decode()
+    return list(out[:nout.value])
+
+
+def compare_models(path, mode, atol):
+    ref, m = load(path, "raw"), load(path, mode)
+    try:
+        for text in PROMPTS:
+            ids = tokenize(ref, text)
+            for mm in (ref, m):
+                lib.ingot_model_reset(mm)
+            want, got = logits(ref, ids), logits(m, ids)
+            np.testing.assert_allclose(got, want, atol=atol, rtol=0, err_msg=text)
+            # one more token through the cache
+            nxt = [int(want.argmax())]
+            np.testing.assert_allclose(logits(m, nxt), logits(ref, nxt), atol=atol, rtol=0)
+            assert lib.ingot_model_n_past(m) == len(ids) + 1
+        # generation (slow on the CPU: one prompt)
+        ids = tokenize(ref, PROMPTS[0])
+        g = generate(ref, ids, 32)
+        assert len(g) == 32
+        assert generate(m, ids, 32) == g
+        assert generate(m, ids, 16, **SAMPLED) == generate(ref, ids, 16, **SAMPLED)
+    finally:
+        lib.ingot_model_free(ref)
+        lib.ingot_model_free(m)
+
+
+def test_tensor_forward_matches_raw_path(smol):
+    compare_models(smol, "tensor", LOGIT_ATOL_CPU)
+
+
+def test_tensor_forward_errors_leave_the_cache(smol):
+    m = load(smol, "tensor")
+    try:
+        ids = np.array([1, 2, 3], np.int32)
+        logits(m, ids)
+        bad = np.array([5, VOCAB], np.int32)
+        assert lib.ingot_model_forward(m, bad.ctypes.data, 2, None) != 0
+        assert "outside" in lib.ingot_last_error().decode()
+        assert lib.ingot_model_n_past(m) == 3
+        big = np.zeros(5000, np.int32)
+        assert lib.ingot_model_forward(m, big.ctypes.data, len(big), None) != 0
+        assert lib.ingot_model_n_past(m) == 3
+    finally:
+        lib.ingot_model_free(m)
+
+
+@needs_cuda
+def test_cuda_model_matches_cpu(smol):
+    compare_models(smol, "cuda", LOGIT_ATOL_CUDA)
+
+
+@needs_cuda
+def test_cuda_graph_on_and_off_agree(smol):
+    m = load(smol, "cuda")
+    try:
+        ids = tokenize(m, PROMPTS[0])
+        with EnvSet(INGOT_NO_GRAPH="1"):
+            eager = (generate(m, ids, 48), generate(m, ids, 48, **SAMPLED))
+        graph = (generate(m, ids, 48), generate(m, ids, 48, **SAMPLED))
+        assert graph == eager
+        assert len(graph[0]) == 48
+    finally:
+        lib.ingot_model_free(m)
