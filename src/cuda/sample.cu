@@ -109,6 +109,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(Params P) {
     if (tid == 0) {
       s_prefix = 0, s_mask = 0, s_remaining = K;
     }
+    __syncthreads();
     if (K < V) {  // radix select of the K-th largest key
       for (int shift = 24; shift >= 0; shift -= 8) {
         for (int b = tid; b < 256; b += kThreads) bins[b] = 0;
