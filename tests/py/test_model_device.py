@@ -508,3 +508,15 @@ def test_cuda_graph_on_and_off_agree(smol):
         assert len(graph[0]) == 48
     finally:
         lib.ingot_model_free(m)
+
+
+@needs_cuda
+def test_cuda_mixed_devices_fail():
+    q, c, pos = rand(1, 2, 8), rand(4, 2, 8), np.array([3], np.int32)
+    with pytest.raises(IngotError, match="attention_cached"):
+        call("ingot_attention_cached", to_device(tensor(q)), tensor(c), tensor(c), tensor(pos), 1.0)
+    with pytest.raises(IngotError, match="rope"):
+        call("ingot_rope", to_device(tensor(q)), tensor(pos), tensor(np.ones(4, np.float32)), False)
+    with pytest.raises(IngotError, match="sample_tokens"):
+        call("ingot_sample_tokens", to_device(tensor(rand(10))), ctypes.byref(opts()), None,
+             tensor(np.zeros(1, np.int64)))
