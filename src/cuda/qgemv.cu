@@ -6,13 +6,13 @@
 // Design:
 // - M <= 8 (decode): qgemv_kernel reads the blocks directly. A group of L
 //   lanes (L = 32, or the next power of two >= the row's 32-element units
-//   when a row is short, so that a warp then owns several rows) owns an
-//   output row n; lane i decodes units i, i+L, ... (a legacy block, a
-//   K-quant sub-block, or 32 elements of a float row) into 32 registers and
-//   multiplies them by all M rows of x (one template per M rounded up to
-//   1/2/4/8: each weight load is reused M times), f32 accumulation, shuffle
-//   reduction within the group. x is read through the read-only cache (it is
-//   at most 8 rows and stays in L1/L2; every warp reads it).
+//   when a row is short, so that a warp then owns several groups) owns two
+//   consecutive output rows; lane i decodes units i, i+L, ... (a legacy
+//   block, a K-quant sub-block, or 32 elements of a float row) of both rows
+//   into registers and multiplies them by all M rows of x (one template per
+//   M rounded up to 1/2/4/8: each weight load is reused M times, each x load
+//   twice), f32 accumulation, shuffle reduction within the group. x is read
+//   through the read-only cache (at most 8 rows; it stays in L1/L2).
 // - M > 8 (prefill): W is dequantised (the QGET_ROWS kernel with the
 //   identity ids) into an f32 scratch tensor from the caching allocator, and
 //   the CUDA MATMUL kernel (cuBLASLt, f32, no TF32) multiplies x by its
@@ -29,106 +29,14 @@
 #include "ggml_blocks.cuh"
 #include "ingot/nn.h"
 #include "ingot/ops.h"
+#include "qgemv_kernels.cuh"
 
 namespace {
 
-constexpr int kThreads = 256;
-
-// acc[r] += v . x[r, 0:cnt) for the first m of R rows; xvec: x rows are
-// 16-byte aligned (float4 loads) and cnt == 32.
-template <int R>
-__device__ __forceinline__ void dot_rows(const float *v, const float *x, int64_t ldx, int m,
-                                         int cnt, bool xvec, float *acc) {
-#pragma unroll
-  for (int r = 0; r < R; r++) {
-    if (r >= m) break;
-    const float *xr = x + r * ldx;
-    float s = 0.f;
-    if (xvec && cnt == ggml::kUnit) {
-      const float4 *x4 = reinterpret_cast<const float4 *>(xr);
-#pragma unroll
-      for (int i = 0; i < ggml::kUnit / 4; i++) {
-        const float4 q = __ldg(x4 + i);
-        s = fmaf(v[4 * i], q.x, s);
-        s = fmaf(v[4 * i + 1], q.y, s);
-        s = fmaf(v[4 * i + 2], q.z, s);
-        s = fmaf(v[4 * i + 3], q.w, s);
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < ggml::kUnit; i++)
-        if (i < cnt) s = fmaf(v[i], __ldg(xr + i), s);
-    }
-    acc[r] += s;
-  }
-}
-
-template <int TYPE, int R>
-__global__ void __launch_bounds__(kThreads)
-    qgemv_kernel(const uint8_t *__restrict__ w, int64_t rs, const float *__restrict__ x, int64_t k,
-                 int64_t n, int m, float *__restrict__ y, int lpr, bool al, bool xvec) {
-  const int lane = threadIdx.x & 31, sub = lane % lpr, grp = lane / lpr, gpw = 32 / lpr;
-  const int64_t units = (k + ggml::kUnit - 1) / ggml::kUnit;
-  const int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-  const int64_t nwarps = (int64_t)gridDim.x * blockDim.x / 32;
-  // The loop bound is uniform over the warp: every lane reaches the shuffles.
-  for (int64_t n0 = warp * gpw; n0 < n; n0 += nwarps * gpw) {
-    const int64_t row = n0 + grp;
-    float acc[R];
-#pragma unroll
-    for (int r = 0; r < R; r++) acc[r] = 0.f;
-    if (row < n) {
-      const uint8_t *wr = w + row * rs;
-      for (int64_t u = sub; u < units; u += lpr) {
-        float v[ggml::kUnit];
-        ggml::decode_unit<TYPE>(wr, u, k, al, v);
-        const int64_t rest = k - u * ggml::kUnit;
-        dot_rows<R>(v, x + u * ggml::kUnit, k, m, rest < ggml::kUnit ? (int)rest : ggml::kUnit,
-                    xvec, acc);
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < R; r++)
-      for (int o = lpr / 2; o > 0; o >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], o);
-    if (row < n && sub == 0) {
-#pragma unroll
-      for (int r = 0; r < R; r++)
-        if (r < m) y[r * n + row] = acc[r];
-    }
-  }
-}
-
-// out[t, :] = row ids[t] of W dequantised (ids NULL: row t); zeros for an
-// out-of-range id (reachable only with index checks off).
-template <int TYPE>
-__global__ void qget_rows_kernel(const uint8_t *__restrict__ w, int64_t rs, int64_t nrows,
-                                 const int64_t *__restrict__ ids, int64_t t_count, int64_t cols,
-                                 float *__restrict__ out, bool al, bool ovec) {
-  const int64_t units = (cols + ggml::kUnit - 1) / ggml::kUnit;
-  CUDA_GRID_STRIDE(i, t_count * units) {
-    const int64_t t = i / units, u = i % units;
-    const int64_t id = ids ? ids[t] : t;
-    float v[ggml::kUnit];
-    if (id >= 0 && id < nrows) {
-      ggml::decode_unit<TYPE>(w + id * rs, u, cols, al, v);
-    } else {
-#pragma unroll
-      for (int j = 0; j < ggml::kUnit; j++) v[j] = 0.f;
-    }
-    float *o = out + t * cols + u * ggml::kUnit;
-    const int64_t cnt = cols - u * ggml::kUnit;
-    if (ovec && cnt >= ggml::kUnit) {
-      float4 *o4 = reinterpret_cast<float4 *>(o);
-#pragma unroll
-      for (int j = 0; j < ggml::kUnit / 4; j++)
-        o4[j] = make_float4(v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]);
-    } else {
-#pragma unroll
-      for (int j = 0; j < ggml::kUnit; j++)
-        if (j < cnt) o[j] = v[j];
-    }
-  }
-}
+using qgemv::kRowsPerGroup;
+using qgemv::kThreads;
+using qgemv::qgemv_kernel;
+using qgemv::qget_rows_kernel;
 
 // True when row starts (base and row stride) meet the type's load alignment.
 bool rows_aligned(int type, const void *w, int64_t rs) {
@@ -155,7 +63,8 @@ cudaError_t launch_gemv_t(const uint8_t *w, int64_t rs, const float *x, int64_t 
   const int64_t units = (k + ggml::kUnit - 1) / ggml::kUnit;
   int lpr = 1;
   while (lpr < 32 && lpr < units) lpr *= 2;
-  const int64_t groups = (n + 32 / lpr - 1) / (32 / lpr);  // warps needed
+  const int64_t rows_per_warp = (int64_t)(32 / lpr) * kRowsPerGroup;
+  const int64_t groups = (n + rows_per_warp - 1) / rows_per_warp;  // warps needed
   int64_t blocks = (groups + kThreads / 32 - 1) / (kThreads / 32);
   if (blocks > 132 * 16) blocks = 132 * 16;
   const bool al = rows_aligned(TYPE, w, rs);

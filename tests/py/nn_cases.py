@@ -1,6 +1,8 @@
 """Inputs shared by the fused-op tests (test_nn.py on the CPU against numpy,
 test_cuda_nn.py on CUDA against the CPU): quantised weight tables of every
 ggml type and the numpy references of rms_norm and swiglu."""
+import zlib
+
 import ml_dtypes
 import numpy as np
 
@@ -8,6 +10,11 @@ from test_quant import TYPES, make_weights
 
 QTYPES = list(TYPES)  # F32 F16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K BF16
 FLOATS = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.float16}
+
+
+def seed(*parts):
+    """A reproducible seed for a test case (str hashes vary between runs)."""
+    return zlib.crc32(repr(parts).encode())
 
 
 def qtable(name, rows, kblocks, rng):
