@@ -1,8 +1,15 @@
-"""CPU decode benchmark: ingot vs llama.cpp (llama-cpp-python from
-scripts/requirements-parity.txt) on the embedded SmolLM2 Q4_1 GGUF.
+"""Decode benchmark on the embedded SmolLM2 Q4_1 GGUF.
 
+CPU (default): ingot vs llama.cpp (llama-cpp-python from
+scripts/requirements-parity.txt).
 usage: .venv/bin/python bench/bench_decode.py [--runs 3] [--threads 2]
                                               [--prompt-tokens 512] [--new-tokens 128]
+
+--device cuda: `ingot generate --device cuda` (the device decode path: the
+step replayed as a graph, and with INGOT_NO_GRAPH=1 op by op), prompt and
+decode tokens per second as the command reports them (its own clock; greedy,
+EOS ignored is not available there, so the decode count is what it made).
+usage: .venv/bin/python bench/bench_decode.py --device cuda [--runs 3]
 
 Both engines get the same token ids (a fixed text tokenized by ingot and
 truncated to --prompt-tokens), the same thread count and the same greedy loop
@@ -17,6 +24,7 @@ import argparse
 import ctypes
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -131,6 +139,60 @@ def worker_llama(path, ids, new, threads):
     return t1 - t0, t2 - t1, toks
 
 
+def detok(path, ids):
+    """Text of ids (the prompt for the ingot command)."""
+    lib = ingot_lib()
+    m = lib.ingot_model_load(path.encode(), Device(0, 0))
+    a = np.ascontiguousarray(ids, np.int32)
+    buf = ctypes.create_string_buffer(64 * len(ids) + 64)
+    lib.ingot_detokenize.restype = ctypes.c_int64
+    lib.ingot_detokenize.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                                     ctypes.c_bool, ctypes.c_char_p, ctypes.c_size_t]
+    n = lib.ingot_detokenize(lib.ingot_model_tokenizer(m), a.ctypes.data, len(a), True, buf,
+                             len(buf))
+    lib.ingot_model_free(m)
+    return buf.raw[:n].decode("utf-8", "replace")
+
+
+STATS = re.compile(r"prompt: (\d+) tokens, ([\d.]+) tok/s; decode: (\d+) tokens, ([\d.]+) tok/s")
+
+
+def run_cli(path, text, new, device, graph):
+    """One `ingot generate` run: (prompt tokens, prompt tok/s, decode tokens, decode tok/s)."""
+    cli = os.path.join(ROOT, "build", "bin", "ingot")
+    env = dict(os.environ)
+    env.pop("INGOT_NO_GRAPH", None)
+    if not graph:
+        env["INGOT_NO_GRAPH"] = "1"
+    out = subprocess.run([cli, "generate", "-m", path, "--device", device, "--no-chat",
+                          "--ctx", "2048", "-n", str(new), "-p", text], env=env,
+                         capture_output=True, text=True)
+    m = STATS.search(out.stderr)
+    if out.returncode or not m:
+        sys.exit(f"ingot generate failed:\n{out.stderr[-2000:]}")
+    return int(m[1]), float(m[2]), int(m[3]), float(m[4])
+
+
+def main_device(a):
+    path = model_path()
+    text = detok(path, prompt_ids(path, a.prompt_tokens))
+    res = {"graph": [], "eager": []}
+    for r in range(a.runs):
+        for mode in res:
+            res[mode].append(run_cli(path, text, a.new_tokens, a.device, mode == "graph"))
+            pt, pr, dt, dr = res[mode][-1]
+            print(f"run {r + 1} {mode:5s}: prompt {pt} tokens {pr:9.1f} tok/s, decode {dt} "
+                  f"tokens {dr:8.1f} tok/s", file=sys.stderr)
+    print(f"SmolLM2-135M-Instruct Q4_1 on {a.device}, `ingot generate`, prompt ~{a.prompt_tokens} "
+          f"tokens, up to {a.new_tokens} new tokens (greedy), median of {a.runs}")
+    print(f"| {'decode step':11s} | {'prompt tok/s':>12s} | {'decode tok/s':>12s} |")
+    print(f"|{'-' * 13}|{'-' * 14}|{'-' * 14}|")
+    for mode, rows in res.items():
+        p = statistics.median(x[1] for x in rows)
+        d = statistics.median(x[3] for x in rows)
+        print(f"| {mode:11s} | {p:12.1f} | {d:12.1f} |")
+
+
 def run_worker(engine, path, ids, new, threads):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     job = json.dumps({"path": path, "ids": ids, "new": new, "threads": threads})
@@ -148,7 +210,10 @@ def main():
     ap.add_argument("--prompt-tokens", type=int, default=512)
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--worker", choices=["ingot", "llama.cpp"])
+    ap.add_argument("--device", default="cpu", help="cpu (vs llama.cpp) or cuda / cuda:N")
     a = ap.parse_args()
+    if a.device != "cpu" and not a.worker:
+        return main_device(a)
     if a.worker:
         job = json.loads(sys.stdin.read())
         fn = worker_ingot if a.worker == "ingot" else worker_llama

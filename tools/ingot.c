@@ -364,10 +364,6 @@ static int cmd_generate(int argc, char **argv, bool chat) {
     fprintf(stderr, "ingot: unknown device '%s' (cpu, cuda, cuda:N)\n", devname);
     return 2;
   }
-  if (dev.kind != INGOT_DEVICE_CPU) {
-    fprintf(stderr, "ingot: cuda decode path not yet implemented; running on cpu\n");
-    dev = INGOT_CPU;
-  }
   ingot_model_options mo = {.max_ctx = ctx, .exact_matvec = exact};
   if (isatty(2)) mo.progress = progress_bar;
   ingot_model *m = ingot_model_load_ex(model, dev, &mo);

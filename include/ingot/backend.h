@@ -144,7 +144,12 @@ extern "C" {
   X(QMATMUL, "qmatmul")                                                                    \
   X(QGET_ROWS, "qget_rows")                                                                \
   X(RMS_NORM, "rms_norm")                                                                  \
-  X(SWIGLU, "swiglu")
+  X(SWIGLU, "swiglu")                                                                      \
+  /* model runtime decode path (include/ingot/attention.h, ingot_sample_tokens) */         \
+  X(ROPE, "rope")                                                                          \
+  X(KV_CACHE_WRITE, "kv_cache_write")                                                      \
+  X(ATTENTION_CACHED, "attention_cached")                                                  \
+  X(SAMPLE_TOKENS, "sample_tokens")
 
 typedef enum ingot_op {
 #define INGOT_OP_ENUM(e, s) INGOT_OP_##e,

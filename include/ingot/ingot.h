@@ -2,6 +2,7 @@
 #ifndef INGOT_INGOT_H
 #define INGOT_INGOT_H
 
+#include "attention.h"
 #include "backend.h"
 #include "device.h"
 #include "dtype.h"

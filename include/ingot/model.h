@@ -11,6 +11,7 @@
 
 #include "device.h"
 #include "error.h"
+#include "tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -67,12 +68,17 @@ typedef struct ingot_model_options {
    * default int8-rounded ones as llama.cpp (ingot_ggml_matvec_q8: faster, less
    * exact). The environment variable INGOT_EXACT_MATVEC=1 also selects it. */
   bool exact_matvec;
+  /* Run the CPU model through the tensor forward (Ingot ops, as on devices)
+   * instead of the raw-pointer path; INGOT_TENSOR_FORWARD=1 also selects it.
+   * Models on other devices always use it. */
+  bool tensor_forward;
 } ingot_model_options;
 
 /* Open, validate (every tensor present, with the shape the config implies)
  * and map a model: a GGUF file, or a directory in the HF layout (config.json,
  * model.safetensors or sharded with model.safetensors.index.json,
- * tokenizer.json). Only the CPU device is implemented. NULL on failure
+ * tokenizer.json). On a device other than the CPU the weights are uploaded
+ * there once and the KV cache lives there. NULL on failure
  * with an error naming the problem (INGOT_ERR_IO for file/format errors,
  * INGOT_ERR_UNSUPPORTED for architectures or types not handled). */
 ingot_model *ingot_model_load(const char *path, ingot_device dev);
@@ -118,6 +124,16 @@ ingot_sample_options ingot_sample_defaults(void);
  * Returns the token id or -1 on error. */
 int32_t ingot_sample(const ingot_sample_options *o, float *logits, int64_t vocab,
                      const int32_t *history, int64_t n_history, uint64_t step);
+
+/* The same sampling as one op on logits' device (no host round trip): logits
+ * float32 [V] (not modified); step int64 [1] picks the draw as ingot_sample's
+ * step and is incremented on the device; hist (may be NULL: no penalty) is an
+ * int32 ring [W] of the recent tokens (W replaces repeat_last_n; entries
+ * outside [0, V) are empty), and the token is written at hist[step % W].
+ * Returns int32 [1]. CUDA samples with temperature only when top_k is in
+ * [1, 1024] (greedy has no limit). */
+ingot_tensor *ingot_sample_tokens(const ingot_tensor *logits, const ingot_sample_options *o,
+                                  ingot_tensor *hist, ingot_tensor *step);
 
 /* ---- generation ---- */
 typedef struct ingot_generate_options {

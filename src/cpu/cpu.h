@@ -69,6 +69,8 @@ void cpu_register_sort(ingot_backend *be);
 void cpu_register_scaled_mm(ingot_backend *be);
 void cpu_register_linalg(ingot_backend *be);
 void cpu_register_linalg_decomp(ingot_backend *be);
+void cpu_register_attention(ingot_backend *be);
+void cpu_register_sample(ingot_backend *be);
 void cpu_register_nn(ingot_backend *be);
 
 #endif

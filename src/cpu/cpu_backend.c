@@ -80,5 +80,7 @@ void cpu_backend_init(ingot_backend *be) {
   cpu_register_scaled_mm(be);
   cpu_register_linalg(be);
   cpu_register_linalg_decomp(be);
+  cpu_register_attention(be);
+  cpu_register_sample(be);
   cpu_register_nn(be);
 }

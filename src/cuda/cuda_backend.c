@@ -179,6 +179,8 @@ void cuda_backend_init(ingot_backend *be) {
   cuda_register_sort(be);
   cuda_register_matmul(be);
   cuda_register_linalg(be);
+  cuda_register_attention(be);
+  cuda_register_sample(be);
   cuda_register_nn(be);
   cuda_register_qgemv(be);
 }

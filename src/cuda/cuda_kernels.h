@@ -26,6 +26,8 @@ void cuda_register_shape(ingot_backend *be);
 void cuda_register_index(ingot_backend *be);
 void cuda_register_sort(ingot_backend *be);
 void cuda_register_matmul(ingot_backend *be);
+void cuda_register_attention(ingot_backend *be);
+void cuda_register_sample(ingot_backend *be);
 void cuda_register_nn(ingot_backend *be);    /* nn.cu: RMS_NORM, SWIGLU */
 void cuda_register_qgemv(ingot_backend *be); /* qgemv.cu: QMATMUL, QGET_ROWS */
 

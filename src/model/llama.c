@@ -15,6 +15,7 @@
 #include "ingot/model.h"
 #include "ingot/quant.h"
 #include "ingot/tokenizer.h"
+#include "forward_dev.h"
 #include "model_internal.h"
 
 #define CHUNK 64
@@ -339,12 +340,7 @@ static void add_stop_token(ingot_model *m, const char *text) {
 ingot_model *ingot_model_load_ex(const char *path, ingot_device dev,
                                  const ingot_model_options *opts) {
   if (!path) return ingot_fail(INGOT_ERR_ARG, "ingot_model_load: path is NULL");
-  if (dev.kind != INGOT_DEVICE_CPU) {
-    char b[32];
-    return ingot_fail(INGOT_ERR_UNSUPPORTED,
-                      "ingot_model_load: the model runtime runs on the cpu only (asked for %s)",
-                      ingot_device_str(dev, b, sizeof b));
-  }
+  if (!backend_for(dev)) return fail_in("ingot_model_load");
   ingot_model *m = calloc(1, sizeof *m);
   if (!m) return ingot_fail(INGOT_ERR_OOM, "ingot_model_load: out of memory");
   const char *exact = getenv("INGOT_EXACT_MATVEC");
@@ -362,7 +358,10 @@ ingot_model *ingot_model_load_ex(const char *path, ingot_device dev,
     goto fail;
   int64_t cap = opts && opts->max_ctx > 0 ? opts->max_ctx : DEFAULT_CTX;
   m->cfg.ctx = m->cfg.ctx_train < cap ? m->cfg.ctx_train : cap;
-  if (!alloc_buffers(m)) goto fail;
+  const char *tf = getenv("INGOT_TENSOR_FORWARD");
+  bool tensor_forward = dev.kind != INGOT_DEVICE_CPU || (opts && opts->tensor_forward) ||
+                        (tf && *tf && strcmp(tf, "0") != 0);
+  if (tensor_forward ? !dev_model_init(m, dev) : !alloc_buffers(m)) goto fail;
   if (!hf) m->tok = ingot_tokenizer_from_gguf(m->g);
   if (!m->tok) goto fail;
   if (ingot_tokenizer_vocab_size(m->tok) > m->cfg.vocab) {
@@ -398,6 +397,7 @@ void ingot_model_free(ingot_model *m) {
   ingot_tokenizer_free(m->tok);
   ingot_gguf_close(m->g);
   hf_free(m);
+  dev_model_free(m->devm);
   free(m->layers);
   free(m->inv_freq);
   free(m->k_cache);
@@ -606,6 +606,7 @@ ingot_status ingot_model_forward(ingot_model *m, const int32_t *tokens, int64_t 
     }
     return INGOT_OK;
   }
+  if (m->devm) return dev_forward(m, tokens, n, logits_out);
   int64_t start = m->n_past, last = 0;
   for (int64_t i = 0; i < n; i += CHUNK) {
     int64_t T = n - i < CHUNK ? n - i : CHUNK;

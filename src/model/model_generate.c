@@ -1,10 +1,99 @@
 /* The generation loop: prefill the prompt, then sample / forward one token at
- * a time, streaming each token's text to a callback. */
+ * a time, streaming each token's text to a callback.
+ *
+ * On the tensor path (forward_dev.c) the token never leaves the device
+ * except to be streamed: the sampler op writes it into the model's token
+ * tensor, and the decode step (forward that token at the device position,
+ * advance it, sample the next) runs as one device graph, captured on the
+ * first step and replayed after (INGOT_NO_GRAPH=1: launched op by op). The
+ * host reads one int32 per step. */
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "../core/internal.h"
+#include "forward_dev.h"
 #include "model_internal.h"
+
+/* State of the device sampler for one generate call. */
+typedef struct dev_sampler {
+  ingot_sample_options o;
+  ingot_tensor *hist; /* int32 ring [window] */
+  ingot_tensor *step; /* int64 [1] */
+  ingot_graph *graph; /* the captured decode step (NULL: eager) */
+  bool use_graph;
+} dev_sampler;
+
+/* d->tok = a token sampled from d->logits. */
+static ingot_status dev_sample(dev_model *d, dev_sampler *s) {
+  ingot_scope_begin();
+  ingot_tensor *t = ingot_sample_tokens(d->logits, &s->o, s->hist, s->step);
+  ingot_status st = t ? ingot_copy_(d->tok, t) : ingot_last_status();
+  ingot_scope_end();
+  return st;
+}
+
+static ingot_status dev_step(ingot_model *m, dev_sampler *s) {
+  ingot_status st = dev_forward_step(m);
+  return st ? st : dev_sample(m->devm, s);
+}
+
+/* Run one decode step: through the graph (captured on first use) or eagerly. */
+static ingot_status dev_decode(ingot_model *m, dev_sampler *s) {
+  if (!s->use_graph) return dev_step(m, s);
+  if (!s->graph) {
+    ingot_device dev = m->devm->dev;
+    ingot_status st = ingot_graph_begin(dev);
+    if (st) return st;
+    st = dev_step(m, s);
+    ingot_graph *g = ingot_graph_end(dev); /* ends the capture on every path */
+    if (st) {
+      ingot_graph_destroy(g);
+      return st;
+    }
+    if (!g) return ingot_last_status();
+    s->graph = g;
+  }
+  return ingot_graph_replay(s->graph);
+}
+
+/* Ring of the last `win` prompt tokens laid out so that generated token g
+ * lands at slot g % win (the sampler op writes it at step % win) and always
+ * replaces the oldest entry. */
+static ingot_status dev_sampler_init(ingot_model *m, dev_sampler *s, const ingot_sample_options *o,
+                                     const int32_t *prompt, int64_t n, int64_t win) {
+  memset(s, 0, sizeof *s);
+  s->o = *o;
+  const char *ng = getenv("INGOT_NO_GRAPH");
+  s->use_graph = m->devm->dev.kind != INGOT_DEVICE_CPU && !(ng && *ng && strcmp(ng, "0") != 0);
+  int32_t *ring = malloc((size_t)win * sizeof *ring);
+  if (!ring) return ingot_set_error(INGOT_ERR_OOM, "ingot_generate: out of memory");
+  for (int64_t i = 0; i < win; i++) ring[i] = -1;
+  for (int64_t j = 0; j < win && j < n; j++) ring[win - 1 - j] = prompt[n - 1 - j];
+  s->hist = ingot_from_host(ring, 1, &win, INGOT_I32, m->devm->dev);
+  free(ring);
+  s->step = ingot_zeros(1, (int64_t[]){1}, INGOT_I64, m->devm->dev);
+  return s->hist && s->step ? INGOT_OK : ingot_last_status();
+}
+
+static void dev_sampler_free(dev_sampler *s) {
+  ingot_graph_destroy(s->graph);
+  ingot_release(s->hist);
+  ingot_release(s->step);
+}
+
+/* After the prompt: the position of the next token on the device, and the
+ * first token sampled. */
+static ingot_status dev_start(ingot_model *m, dev_sampler *s) {
+  dev_model *d = m->devm;
+  int32_t p = (int32_t)m->n_past;
+  ingot_tensor *hp = ingot_from_host(&p, 1, (int64_t[]){1}, INGOT_I32, d->dev);
+  ingot_status st = hp ? ingot_copy_(d->pos, hp) : ingot_last_status();
+  ingot_release(hp);
+  if (!st) st = dev_sample(d, s);
+  if (!st) st = ingot_synchronize(d->dev); /* the prompt's time includes its device work */
+  return st;
+}
 
 ingot_generate_options ingot_generate_defaults(void) {
   ingot_generate_options o;
@@ -39,9 +128,10 @@ ingot_status ingot_generate(ingot_model *m, const int32_t *prompt, int64_t n,
   ingot_generate_options o = opts ? *opts : ingot_generate_defaults();
   int64_t room = m->cfg.ctx - m->n_past - n; /* tokens that can still be fed after the prompt */
   if (room < 0) {
-    ingot_fail(INGOT_ERR_ARG, "ingot_generate: the prompt (%lld tokens) does not fit in the "
-               "context (%lld of %lld used)", (long long)n, (long long)m->n_past,
-               (long long)m->cfg.ctx);
+    ingot_fail(INGOT_ERR_ARG,
+               "ingot_generate: the prompt (%lld tokens) does not fit in the "
+               "context (%lld of %lld used)",
+               (long long)n, (long long)m->n_past, (long long)m->cfg.ctx);
     return INGOT_ERR_ARG;
   }
   /* At most room + 1 tokens can be generated (the last one is not fed back). */
@@ -51,6 +141,7 @@ ingot_status ingot_generate(ingot_model *m, const int32_t *prompt, int64_t n,
   float *logits = malloc((size_t)m->cfg.vocab * sizeof *logits);
   char piece[256];
   ingot_status st = INGOT_OK;
+  dev_sampler ds = {0};
   if (!hist || !logits) {
     st = INGOT_ERR_OOM;
     ingot_fail(st, "ingot_generate: out of memory");
@@ -58,14 +149,18 @@ ingot_status ingot_generate(ingot_model *m, const int32_t *prompt, int64_t n,
   }
   int64_t nh = 0;
   for (int64_t i = n > win ? n - win : 0; i < n; i++) hist[nh++] = prompt[i];
+  if (m->devm && (st = dev_sampler_init(m, &ds, &o.sample, prompt, n, win))) goto done;
 
   double t0 = now();
-  if ((st = ingot_model_forward(m, prompt, n, logits))) goto done;
+  if ((st = ingot_model_forward(m, prompt, n, m->devm ? NULL : logits))) goto done;
+  if (m->devm && (st = dev_start(m, &ds))) goto done;
   double t1 = now();
   int64_t gen = 0;
   while (gen < max) {
-    int32_t tok = ingot_sample(&o.sample, logits, m->cfg.vocab, hist, nh, (uint64_t)gen);
-    if (tok < 0) {
+    int32_t tok;
+    if (m->devm) {
+      if ((st = ingot_to_host(m->devm->tok, &tok, sizeof tok))) goto done;
+    } else if ((tok = ingot_sample(&o.sample, logits, m->cfg.vocab, hist, nh, (uint64_t)gen)) < 0) {
       st = ingot_last_status();
       goto done;
     }
@@ -85,7 +180,12 @@ ingot_status ingot_generate(ingot_model *m, const int32_t *prompt, int64_t n,
     if (len > (int64_t)sizeof piece) len = sizeof piece; /* no token is this long in practice */
     if (cb && cb(tok, piece, (size_t)len, user)) break;
     if (gen >= max || m->n_past >= m->cfg.ctx) break;
-    if ((st = ingot_model_forward(m, &tok, 1, logits))) goto done;
+    if (m->devm) {
+      if ((st = dev_decode(m, &ds))) goto done;
+      m->n_past++;
+    } else if ((st = ingot_model_forward(m, &tok, 1, logits))) {
+      goto done;
+    }
   }
   double t2 = now();
   if (n_out) *n_out = gen;
@@ -98,6 +198,7 @@ ingot_status ingot_generate(ingot_model *m, const int32_t *prompt, int64_t n,
     stats->decode_tps = t2 > t1 ? (double)gen / (t2 - t1) : 0;
   }
 done:
+  dev_sampler_free(&ds);
   free(hist);
   free(logits);
   return st;

@@ -40,6 +40,7 @@ struct ingot_model {
   float *x, *xb, *xb2, *q, *k, *v, *hb, *hb2, *att, *rope_cs;
   bool exact_matvec;   /* float activations in linear layers (see ingot_model_options) */
   struct hf_state *hf; /* HF directory models (model_hf.c): checkpoint + owned buffers */
+  struct dev_model *devm; /* the tensor forward (forward_dev.c); NULL on the raw CPU path */
 };
 
 /* An HF directory (config.json, safetensors, tokenizer.json) into m: config,

@@ -355,8 +355,8 @@ def test_load_errors(tmp_path, path):
     assert load_error(str(tmp_path / "trunc.gguf"))
     (tmp_path / "junk.gguf").write_bytes(b"GGUF" + bytes(range(256)) * 10)
     assert load_error(str(tmp_path / "junk.gguf"))
-    m = lib.ingot_model_load(path.encode(), Device(1, 0))
-    assert not m and "cpu" in lib.ingot_last_error().decode()
+    m = lib.ingot_model_load(path.encode(), Device(1, 99))  # no such device
+    assert not m and "cuda:99" in lib.ingot_last_error().decode()
 
 
 # ---- the CLI ----

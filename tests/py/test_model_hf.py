@@ -10,12 +10,14 @@ compares with transformers itself and skips unless transformers and torch
 import (run it on the GPU machine)."""
 import ctypes
 import json
+import os
 import shutil
 
 import ml_dtypes
 import numpy as np
 import pytest
 
+from cuda_diff import needs_cuda
 from ingot_ctypes import Device, lib
 from st_util import write_sharded, write_st
 
@@ -216,9 +218,20 @@ def write_model(d, c, w, tok_dir, shards=0, convert=None):
 
 
 class Model:
-    def __init__(self, d):
+    """A loaded model: on the CPU's raw path, the CPU's tensor forward
+    ("tensor": INGOT_TENSOR_FORWARD=1 while loading) or cuda:0 ("cuda")."""
+
+    def __init__(self, d, path="raw"):
         lib.ingot_clear_error()
-        self.p = lib.ingot_model_load(str(d).encode(), CPU)
+        old = os.environ.get("INGOT_TENSOR_FORWARD")
+        os.environ["INGOT_TENSOR_FORWARD"] = "1" if path == "tensor" else "0"
+        try:
+            self.p = lib.ingot_model_load(str(d).encode(), Device(1, 0) if path == "cuda" else CPU)
+        finally:
+            if old is None:
+                del os.environ["INGOT_TENSOR_FORWARD"]
+            else:
+                os.environ["INGOT_TENSOR_FORWARD"] = old
         if not self.p:
             raise RuntimeError(lib.ingot_last_error().decode())
 
@@ -272,12 +285,13 @@ ARCHS = {
 }
 
 
+@pytest.mark.parametrize("path", ["raw", "tensor", pytest.param("cuda", marks=needs_cuda)])
 @pytest.mark.parametrize("name", list(ARCHS))
-def test_f32_matches_numpy(tmp_path, tok_dir, name):
+def test_f32_matches_numpy(tmp_path, tok_dir, name, path):
     c = ARCHS[name]
     w = random_weights(c, seed=len(name))
     d = write_model(tmp_path / name, c, w, tok_dir)
-    with Model(d) as m:
+    with Model(d, path) as m:
         got = m.logits(PROMPT)
         want = ref_logits(c, w, PROMPT)
         assert rel(got, want) < 1e-4
@@ -429,8 +443,9 @@ def test_dir_errors(tmp_path, tok_dir):
 
 # ---- against transformers (skips here; run where torch + transformers exist) ----
 
+@pytest.mark.parametrize("path", ["raw", pytest.param("cuda", marks=needs_cuda)])
 @pytest.mark.parametrize("arch", ["llama", "qwen3"])
-def test_matches_transformers(tmp_path, tok_dir, arch):
+def test_matches_transformers(tmp_path, tok_dir, arch, path):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     c = config(arch)
@@ -461,6 +476,6 @@ def test_matches_transformers(tmp_path, tok_dir, arch):
             t = int(model(cur).logits[0, -1].argmax())
             toks.append(t)
             cur = torch.cat([cur, torch.tensor([[t]])], 1)
-    with Model(d) as m:
+    with Model(d, path) as m:
         assert rel(m.logits(PROMPT), want) < 1e-4
         assert m.greedy(PROMPT, 16) == toks

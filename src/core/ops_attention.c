@@ -1,0 +1,175 @@
+/* Fronts of the decode-time attention ops (include/ingot/attention.h): rope,
+ * kv_cache_write, attention_cached. Kernels receive contiguous tensors (the
+ * fronts copy strided inputs) and read positions on the device. */
+#include <string.h>
+
+#include "internal.h"
+
+/* Contiguous reference to t (owned), or NULL with the error naming op. */
+static ingot_tensor *contig(const char *op, const ingot_tensor *t) {
+  ingot_tensor *c = ingot_contiguous(t);
+  return c ? c : fail_in(op);
+}
+
+static bool is_3d(const char *op, const char *name, const ingot_tensor *t) {
+  if (t->ndim == 3) return true;
+  ingot_set_error(INGOT_ERR_SHAPE, "%s: '%s' must be 3-D [rows, heads, head_dim], got %d dims", op,
+                  name, t->ndim);
+  return false;
+}
+
+/* pos: int32 [T]. */
+static bool check_pos(const char *op, const ingot_tensor *pos, int64_t T) {
+  if (pos->dtype != INGOT_I32) {
+    ingot_set_error(INGOT_ERR_DTYPE, "%s: 'pos' must be int32, got %s", op,
+                    ingot_dtype_name(pos->dtype));
+    return false;
+  }
+  if (pos->ndim != 1 || pos->shape[0] != T) {
+    ingot_set_error(INGOT_ERR_SHAPE, "%s: 'pos' must be [%lld] (one position per row)", op,
+                    (long long)T);
+    return false;
+  }
+  return true;
+}
+
+static bool check_f32(const char *op, const char *name, const ingot_tensor *t) {
+  if (t->dtype == INGOT_F32) return true;
+  ingot_set_error(INGOT_ERR_DTYPE, "%s: '%s' must be float32, got %s", op, name,
+                  ingot_dtype_name(t->dtype));
+  return false;
+}
+
+/* Caches: contiguous [ctx, Hkv, D], float32 or float16, the same geometry. */
+static bool check_caches(const char *op, const ingot_tensor *kc, const ingot_tensor *vc) {
+  if (!is_3d(op, "k_cache", kc) || !is_3d(op, "v_cache", vc)) return false;
+  if (kc->dtype != vc->dtype || (kc->dtype != INGOT_F32 && kc->dtype != INGOT_F16)) {
+    ingot_set_error(INGOT_ERR_DTYPE, "%s: caches must both be float32 or float16, got %s and %s",
+                    op, ingot_dtype_name(kc->dtype), ingot_dtype_name(vc->dtype));
+    return false;
+  }
+  if (memcmp(kc->shape, vc->shape, 3 * sizeof kc->shape[0])) {
+    ingot_set_error(INGOT_ERR_SHAPE, "%s: k_cache and v_cache shapes differ", op);
+    return false;
+  }
+  if (!ingot_is_contiguous(kc) || !ingot_is_contiguous(vc)) {
+    ingot_set_error(INGOT_ERR_ARG, "%s: caches must be contiguous", op);
+    return false;
+  }
+  if (kc->shape[0] <= 0 || kc->shape[0] > INT32_MAX) {
+    ingot_set_error(INGOT_ERR_SHAPE, "%s: cache length %lld is outside [1, 2^31)", op,
+                    (long long)kc->shape[0]);
+    return false;
+  }
+  return true;
+}
+
+/* Run a (inputs set, nin contiguous copies in tmp) into a fresh float32
+ * out of shape, then release tmp. */
+static ingot_tensor *run_out(ingot_op_args *a, const int64_t *shape, ingot_device dev,
+                             ingot_tensor **tmp, int ntmp) {
+  ingot_tensor *r = NULL;
+  a->out[0] = tensor_new(3, shape, INGOT_F32, dev);
+  if (a->out[0]) r = dispatch_out(a);
+  for (int i = 0; i < ntmp; i++) ingot_release(tmp[i]);
+  return r;
+}
+
+/* ROPE: in[0] = x float32 [T, H, D] (contiguous), in[1] = pos int32 [T],
+ * in[2] = inv_freq float64 [D/2], iarg[0] = neox; out[0] float32 [T, H, D]. */
+ingot_tensor *ingot_rope(const ingot_tensor *x, const ingot_tensor *pos,
+                         const ingot_tensor *inv_freq, bool neox) {
+  const char *op = "rope";
+  const ingot_tensor *ts[3] = {x, pos, inv_freq};
+  if (!check_tensors(op, 3, ts)) return NULL;
+  if (!is_3d(op, "x", x) || !check_f32(op, "x", x) || !check_pos(op, pos, x->shape[0])) return NULL;
+  if (x->shape[2] % 2)
+    return ingot_fail(INGOT_ERR_SHAPE, "rope: head_dim %lld is odd", (long long)x->shape[2]);
+  if (inv_freq->ndim != 1 || inv_freq->shape[0] != x->shape[2] / 2)
+    return ingot_fail(INGOT_ERR_SHAPE, "rope: 'inv_freq' must be [%lld] (head_dim / 2)",
+                      (long long)(x->shape[2] / 2));
+  if (inv_freq->dtype != INGOT_F32 && inv_freq->dtype != INGOT_F64)
+    return ingot_fail(INGOT_ERR_DTYPE, "rope: 'inv_freq' must be float32 or float64, got %s",
+                      ingot_dtype_name(inv_freq->dtype));
+  ingot_tensor *tmp[3] = {
+      contig(op, x), contig(op, pos),
+      inv_freq->dtype == INGOT_F64 ? contig(op, inv_freq) : ingot_cast(inv_freq, INGOT_F64)};
+  if (!tmp[0] || !tmp[1] || !tmp[2]) {
+    for (int i = 0; i < 3; i++) ingot_release(tmp[i]);
+    return fail_in(op);
+  }
+  ingot_op_args a = {.op = INGOT_OP_ROPE, .nin = 3, .nout = 1};
+  for (int i = 0; i < 3; i++) a.in[i] = tmp[i];
+  a.iarg[0] = neox;
+  return run_out(&a, x->shape, x->device, tmp, 3);
+}
+
+/* KV_CACHE_WRITE: in[0] = k, in[1] = v (float32 [T, Hkv, D], contiguous),
+ * in[2] = pos int32 [T]; out[0] = k_cache, out[1] = v_cache (written in
+ * place, contiguous [ctx, Hkv, D], float32 or float16). */
+ingot_status ingot_kv_cache_write(ingot_tensor *k_cache, ingot_tensor *v_cache,
+                                  const ingot_tensor *k, const ingot_tensor *v,
+                                  const ingot_tensor *pos) {
+  const char *op = "kv_cache_write";
+  const ingot_tensor *ts[5] = {k_cache, v_cache, k, v, pos};
+  if (!check_tensors(op, 5, ts)) return ingot_last_status();
+  if (!check_caches(op, k_cache, v_cache) || !is_3d(op, "k", k) || !is_3d(op, "v", v) ||
+      !check_f32(op, "k", k) || !check_f32(op, "v", v) || !check_pos(op, pos, k->shape[0]))
+    return ingot_last_status();
+  if (memcmp(k->shape, v->shape, sizeof k->shape[0] * 3) || k->shape[1] != k_cache->shape[1] ||
+      k->shape[2] != k_cache->shape[2])
+    return ingot_set_error(INGOT_ERR_SHAPE,
+                           "kv_cache_write: k and v must be [T, %lld, %lld] like the caches",
+                           (long long)k_cache->shape[1], (long long)k_cache->shape[2]);
+  ingot_tensor *tmp[3] = {contig(op, k), contig(op, v), contig(op, pos)};
+  ingot_status st = INGOT_OK;
+  if (!tmp[0] || !tmp[1] || !tmp[2]) {
+    st = ingot_last_status();
+  } else {
+    ingot_op_args a = {.op = INGOT_OP_KV_CACHE_WRITE, .nin = 3, .nout = 2};
+    for (int i = 0; i < 3; i++) a.in[i] = tmp[i];
+    a.out[0] = k_cache;
+    a.out[1] = v_cache;
+    if ((st = dispatch(&a))) fail_in(op);
+  }
+  for (int i = 0; i < 3; i++) ingot_release(tmp[i]);
+  return st;
+}
+
+/* ATTENTION_CACHED: in[0] = q float32 [T, Hq, D] (contiguous), in[1] =
+ * k_cache, in[2] = v_cache (contiguous [ctx, Hkv, D], float32 or float16),
+ * in[3] = pos int32 [T]; farg[0] = scale; out[0] float32 [T, Hq, D]. */
+ingot_tensor *ingot_attention_cached(const ingot_tensor *q, const ingot_tensor *k_cache,
+                                     const ingot_tensor *v_cache, const ingot_tensor *pos,
+                                     double scale) {
+  const char *op = "attention_cached";
+  const ingot_tensor *ts[4] = {q, k_cache, v_cache, pos};
+  if (!check_tensors(op, 4, ts)) return NULL;
+  if (!is_3d(op, "q", q) || !check_f32(op, "q", q) || !check_caches(op, k_cache, v_cache) ||
+      !check_pos(op, pos, q->shape[0]))
+    return NULL;
+  int64_t hq = q->shape[1], hkv = k_cache->shape[1], d = q->shape[2];
+  if (d != k_cache->shape[2] || d <= 0 || d > 256)
+    return ingot_fail(INGOT_ERR_SHAPE,
+                      "attention_cached: head_dim of q (%lld) and the caches (%lld) must agree "
+                      "and lie in [1, 256]",
+                      (long long)d, (long long)k_cache->shape[2]);
+  if (hkv <= 0 || hq % hkv)
+    return ingot_fail(INGOT_ERR_SHAPE,
+                      "attention_cached: %lld query heads are not a multiple of %lld kv heads",
+                      (long long)hq, (long long)hkv);
+  if (!(scale == scale)) return ingot_fail(INGOT_ERR_ARG, "attention_cached: scale is NaN");
+  ingot_tensor *tmp[2] = {contig(op, q), contig(op, pos)};
+  if (!tmp[0] || !tmp[1]) {
+    ingot_release(tmp[0]);
+    ingot_release(tmp[1]);
+    return fail_in(op);
+  }
+  ingot_op_args a = {.op = INGOT_OP_ATTENTION_CACHED, .nin = 4, .nout = 1};
+  a.in[0] = tmp[0];
+  a.in[1] = (ingot_tensor *)k_cache;
+  a.in[2] = (ingot_tensor *)v_cache;
+  a.in[3] = tmp[1];
+  a.farg[0] = scale;
+  return run_out(&a, q->shape, q->device, tmp, 2);
+}

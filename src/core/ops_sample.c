@@ -1,0 +1,44 @@
+/* Front of the device sampler ingot_sample_tokens (include/ingot/model.h):
+ * the sampling of src/model/sample.c as one op, so that a decode step keeps
+ * its token, history and random counter on the device. */
+#include "internal.h"
+
+/* SAMPLE_TOKENS: in[0] = logits float32 [V] (contiguous), in[1] = step int64
+ * [1] (Philox counter; the kernel adds 1), in[2] = hist int32 [W] ring
+ * (optional: nin 2 without it; the kernel writes the token at step % W);
+ * farg[0] = temperature, farg[1] = top_p, farg[2] = repeat_penalty; iarg[0]
+ * = top_k, iarg[1] = seed (bits); out[0] = int32 [1], the token. */
+ingot_tensor *ingot_sample_tokens(const ingot_tensor *logits, const ingot_sample_options *o,
+                                  ingot_tensor *hist, ingot_tensor *step) {
+  const char *op = "sample_tokens";
+  if (!o) return ingot_fail(INGOT_ERR_ARG, "sample_tokens: options are NULL");
+  const ingot_tensor *ts[3] = {logits, step, hist};
+  if (!check_tensors(op, hist ? 3 : 2, ts)) return NULL;
+  if (logits->dtype != INGOT_F32 || !ingot_is_contiguous(logits))
+    return ingot_fail(INGOT_ERR_DTYPE, "sample_tokens: 'logits' must be contiguous float32");
+  int64_t v = ingot_numel(logits);
+  if (!(logits->ndim == 1 || (logits->ndim == 2 && logits->shape[0] == 1)) || v <= 0 ||
+      v > INT32_MAX)
+    return ingot_fail(INGOT_ERR_SHAPE, "sample_tokens: 'logits' must be [V] or [1, V], V > 0");
+  if (step->dtype != INGOT_I64 || ingot_numel(step) != 1 || !ingot_is_contiguous(step))
+    return ingot_fail(INGOT_ERR_DTYPE, "sample_tokens: 'step' must be one contiguous int64");
+  if (hist && (hist->dtype != INGOT_I32 || hist->ndim != 1 || hist->shape[0] <= 0 ||
+               !ingot_is_contiguous(hist)))
+    return ingot_fail(INGOT_ERR_DTYPE,
+                      "sample_tokens: 'hist' must be a contiguous int32 [W], "
+                      "W > 0");
+  if (o->temperature != o->temperature || o->top_p != o->top_p ||
+      o->repeat_penalty != o->repeat_penalty)
+    return ingot_fail(INGOT_ERR_ARG, "sample_tokens: NaN in the options");
+  ingot_op_args a = {.op = INGOT_OP_SAMPLE_TOKENS, .nin = hist ? 3 : 2, .nout = 1};
+  a.in[0] = (ingot_tensor *)logits;
+  a.in[1] = step;
+  a.in[2] = hist;
+  a.farg[0] = o->temperature;
+  a.farg[1] = o->top_p;
+  a.farg[2] = o->repeat_penalty;
+  a.iarg[0] = o->top_k;
+  a.iarg[1] = (int64_t)o->seed;
+  a.out[0] = tensor_new(1, (int64_t[]){1}, INGOT_I32, logits->device);
+  return a.out[0] ? dispatch_out(&a) : NULL;
+}

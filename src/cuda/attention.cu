@@ -1,0 +1,255 @@
+// CUDA kernels of the decode-time attention ops (contracts beside the fronts
+// in src/core/ops_attention.c; CPU reference src/cpu/attention.c).
+//
+// Positions are read on the device and every launch's geometry depends only
+// on shapes (T, heads, head_dim, cache capacity), never on the positions, so
+// a captured decode step replays unchanged as pos advances:
+// - rope: one thread per rotated pair; angle pos * inv_freq in double.
+// - kv_cache_write: one thread per element; rows with pos outside [0, ctx)
+//   are skipped (a check would need a host round trip).
+// - attention_cached (flash-decoding): the cache capacity is cut into at most
+//   kMaxChunks chunks (multiples of kTile rows); block (chunk, head, row)
+//   runs an online softmax over its rows of 0..pos[t] and writes a partial
+//   (max, sum, acc[D]); blocks whose chunk starts past pos[t] exit. A combine
+//   kernel per (head, row) merges the valid partials. pos is clamped into
+//   [0, ctx).
+#include <math.h>
+
+#include "cuda_common.cuh"
+
+namespace {
+
+const int kTile = 256;      // cache rows scored per pass of a block (shared scores)
+const int kMaxChunks = 64;  // partials per (row, head)
+const int kThreads = 128;   // 4 warps; each thread keeps 2 of the D <= 256 outputs
+
+ingot_status set_device(const ingot_tensor *t) {
+  return cuda_check(cudaSetDevice(ingot_device_of(t).index), "cudaSetDevice");
+}
+
+__device__ __forceinline__ int clamp_pos(int p, int ctx) {
+  return p < 0 ? 0 : p >= ctx ? ctx - 1 : p;
+}
+
+// ---- rope ----
+__global__ void rope_kernel(const float *__restrict__ x, const int32_t *__restrict__ pos,
+                            const double *__restrict__ inv, float *__restrict__ y, int64_t H,
+                            int64_t D, int64_t n, bool neox) {
+  int64_t half = D / 2;
+  CUDA_GRID_STRIDE(j, n) {  // j = (t * H + h) * half + i
+    int64_t i = j % half, th = j / half, t = th / H;
+    double s, c;
+    sincos((double)pos[t] * inv[i], &s, &c);
+    float cf = (float)c, sf = (float)s;
+    int64_t p = neox ? i : 2 * i, q = neox ? i + half : 2 * i + 1;
+    const float *xi = x + th * D;
+    float x0 = xi[p], x1 = xi[q];
+    y[th * D + p] = x0 * cf - x1 * sf;
+    y[th * D + q] = x0 * sf + x1 * cf;
+  }
+}
+
+ingot_status k_rope(ingot_op_args *a) {
+  ingot_status st = set_device(a->out[0]);
+  if (st) return st;
+  const int64_t *sh = ingot_shape(a->in[0]);
+  int64_t n = sh[0] * sh[1] * (sh[2] / 2);
+  if (n == 0) return INGOT_OK;
+  rope_kernel<<<grid_for(n, 256), 256, 0, stream_of(a->out[0])>>>(
+      (const float *)ingot_tensor_data(a->in[0]), (const int32_t *)ingot_tensor_data(a->in[1]),
+      (const double *)ingot_tensor_data(a->in[2]), (float *)ingot_tensor_data(a->out[0]), sh[1],
+      sh[2], n, a->iarg[0] != 0);
+  return launch_status("rope kernel");
+}
+
+// ---- kv_cache_write ----
+template <class C>
+__global__ void kv_write_kernel(C *__restrict__ kc, C *__restrict__ vc, const float *__restrict__ k,
+                                const float *__restrict__ v, const int32_t *__restrict__ pos,
+                                int64_t row, int64_t ctx, int64_t n) {
+  CUDA_GRID_STRIDE(j, n) {
+    int64_t t = j / row, i = j % row;
+    int p = pos[t];
+    if (p < 0 || p >= ctx) continue;
+    kc[p * row + i] = from_acc<C>(k[j]);
+    vc[p * row + i] = from_acc<C>(v[j]);
+  }
+}
+
+ingot_status k_kv_cache_write(ingot_op_args *a) {
+  ingot_status st = set_device(a->out[0]);
+  if (st) return st;
+  const int64_t *sh = ingot_shape(a->in[0]);
+  int64_t row = sh[1] * sh[2], n = sh[0] * row, ctx = ingot_shape(a->out[0])[0];
+  if (n == 0) return INGOT_OK;
+  cudaStream_t s = stream_of(a->out[0]);
+  const float *k = (const float *)ingot_tensor_data(a->in[0]);
+  const float *v = (const float *)ingot_tensor_data(a->in[1]);
+  const int32_t *pos = (const int32_t *)ingot_tensor_data(a->in[2]);
+  void *kc = ingot_tensor_data(a->out[0]), *vc = ingot_tensor_data(a->out[1]);
+  if (ingot_dtype_of(a->out[0]) == INGOT_F16)
+    kv_write_kernel<f16_t>
+        <<<grid_for(n, 256), 256, 0, s>>>((f16_t *)kc, (f16_t *)vc, k, v, pos, row, ctx, n);
+  else
+    kv_write_kernel<float>
+        <<<grid_for(n, 256), 256, 0, s>>>((float *)kc, (float *)vc, k, v, pos, row, ctx, n);
+  return launch_status("kv_cache_write kernel");
+}
+
+// ---- attention_cached ----
+__device__ __forceinline__ float warp_sum(float x) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+__device__ __forceinline__ float warp_max(float x) {
+  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+
+// Block-wide reduction of one float per thread (kThreads threads).
+template <bool MAX>
+__device__ float block_reduce(float x, float *red) {
+  int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  x = MAX ? warp_max(x) : warp_sum(x);
+  __syncthreads();  // red may still be read by a previous reduction
+  if (lane == 0) red[w] = x;
+  __syncthreads();
+  float r = red[0];
+  for (int i = 1; i < kThreads / 32; i++) r = MAX ? fmaxf(r, red[i]) : r + red[i];
+  return r;
+}
+
+// Partial of block (chunk c, head h, row t): m = max score, l = sum of
+// exp(score - m), acc[d] = sum of exp(score - m) v[d] over the chunk's rows
+// <= pos[t]. part index = (t * Hq + h) * nchunks + c.
+template <class C>
+__global__ void __launch_bounds__(kThreads)
+    attn_partial_kernel(const float *__restrict__ q, const C *__restrict__ kc,
+                        const C *__restrict__ vc, const int32_t *__restrict__ pos,
+                        float *__restrict__ part_ml, float *__restrict__ part_acc, int Hq, int Hkv,
+                        int D, int ctx, int chunk, float scale) {
+  __shared__ float qs[256];
+  __shared__ float sc[kTile];
+  __shared__ float red[kThreads / 32];
+  int c = blockIdx.x, h = blockIdx.y, t = blockIdx.z;
+  int npos = clamp_pos(pos[t], ctx) + 1;
+  int start = c * chunk;
+  if (start >= npos) return;  // past this row's position: the combine skips it
+  int end = min(start + chunk, npos);
+  int kh = h / (Hq / Hkv), nch = gridDim.x;
+  const float *qi = q + ((int64_t)t * Hq + h) * D;
+  for (int i = threadIdx.x; i < D; i += kThreads) qs[i] = qi[i];
+  __syncthreads();
+  int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  float m = -INFINITY, l = 0, acc0 = 0, acc1 = 0;
+  int d0 = threadIdx.x, d1 = threadIdx.x + kThreads;
+  for (int s0 = start; s0 < end; s0 += kTile) {
+    int n = min(kTile, end - s0);
+    for (int j = w; j < n; j += kThreads / 32) {  // one warp per cache row
+      const C *kr = kc + ((int64_t)(s0 + j) * Hkv + kh) * D;
+      float d = 0;
+      for (int i = lane; i < D; i += 32) d += qs[i] * to_acc(kr[i]);
+      d = warp_sum(d);
+      if (lane == 0) sc[j] = d * scale;
+    }
+    __syncthreads();
+    float tm = -INFINITY;
+    for (int j = threadIdx.x; j < n; j += kThreads) tm = fmaxf(tm, sc[j]);
+    tm = block_reduce<true>(tm, red);
+    float mn = fmaxf(m, tm);
+    // All scores -inf (or NaN): keep the weights finite as the CPU does.
+    float corr = m == -INFINITY ? 0.f : expf(m - mn);
+    float ts = 0;
+    for (int j = threadIdx.x; j < n; j += kThreads) ts += sc[j] = expf(sc[j] - mn);
+    __syncthreads();  // sc now holds weights for every thread
+    ts = block_reduce<false>(ts, red);
+    l = l * corr + ts;
+    acc0 *= corr;
+    acc1 *= corr;
+    for (int j = 0; j < n; j++) {
+      const C *vr = vc + ((int64_t)(s0 + j) * Hkv + kh) * D;
+      float p = sc[j];
+      if (d0 < D) acc0 += p * to_acc(vr[d0]);
+      if (d1 < D) acc1 += p * to_acc(vr[d1]);
+    }
+    m = mn;
+    __syncthreads();  // before the next tile overwrites sc
+  }
+  int64_t pi = ((int64_t)t * Hq + h) * nch + c;
+  if (threadIdx.x == 0) {
+    part_ml[2 * pi] = m;
+    part_ml[2 * pi + 1] = l;
+  }
+  if (d0 < D) part_acc[pi * D + d0] = acc0;
+  if (d1 < D) part_acc[pi * D + d1] = acc1;
+}
+
+// out[t, h, d] from the partials of the chunks that hold rows <= pos[t].
+__global__ void attn_combine_kernel(const float *__restrict__ part_ml,
+                                    const float *__restrict__ part_acc,
+                                    const int32_t *__restrict__ pos, float *__restrict__ out,
+                                    int Hq, int D, int ctx, int chunk, int nch) {
+  int h = blockIdx.x, t = blockIdx.y, d = threadIdx.x;
+  if (d >= D) return;
+  int nvalid = clamp_pos(pos[t], ctx) / chunk + 1;
+  int64_t base = ((int64_t)t * Hq + h) * nch;
+  float M = -INFINITY;
+  for (int c = 0; c < nvalid; c++) M = fmaxf(M, part_ml[2 * (base + c)]);
+  float L = 0, acc = 0;
+  for (int c = 0; c < nvalid; c++) {
+    float mc = part_ml[2 * (base + c)];
+    float f = mc == -INFINITY ? 0.f : expf(mc - M);
+    L += part_ml[2 * (base + c) + 1] * f;
+    acc += part_acc[(base + c) * D + d] * f;
+  }
+  out[((int64_t)t * Hq + h) * D + d] = acc / L;
+}
+
+ingot_status k_attention_cached(ingot_op_args *a) {
+  ingot_tensor *out = a->out[0];
+  ingot_status st = set_device(out);
+  if (st) return st;
+  const int64_t *qs = ingot_shape(a->in[0]), *cs = ingot_shape(a->in[1]);
+  int T = (int)qs[0], Hq = (int)qs[1], D = (int)qs[2], ctx = (int)cs[0], Hkv = (int)cs[1];
+  if (T == 0 || Hq == 0) return INGOT_OK;
+  if (qs[0] > 65535 || qs[1] > 65535)
+    return ingot_set_error(INGOT_ERR_UNSUPPORTED,
+                           "attention_cached: more than 65535 rows or heads on cuda");
+  int tiles = (ctx + kTile - 1) / kTile;
+  int chunk = kTile * ((tiles + kMaxChunks - 1) / kMaxChunks);
+  int nch = (ctx + chunk - 1) / chunk;
+  int dev = ingot_device_of(out).index;
+  cudaStream_t s = stream_of(out);
+  size_t nparts = (size_t)T * (size_t)Hq * (size_t)nch;
+  float *scratch = (float *)cuda_scratch_alloc(dev, nparts * (size_t)(D + 2) * sizeof(float), s);
+  if (!scratch) return ingot_last_status();
+  float *ml = scratch, *acc = scratch + 2 * nparts;
+  const float *q = (const float *)ingot_tensor_data(a->in[0]);
+  const int32_t *pos = (const int32_t *)ingot_tensor_data(a->in[3]);
+  float scale = (float)a->farg[0];
+  dim3 grid((unsigned)nch, (unsigned)Hq, (unsigned)T);
+  if (ingot_dtype_of(a->in[1]) == INGOT_F16)
+    attn_partial_kernel<f16_t><<<grid, kThreads, 0, s>>>(
+        q, (const f16_t *)ingot_tensor_data(a->in[1]), (const f16_t *)ingot_tensor_data(a->in[2]),
+        pos, ml, acc, Hq, Hkv, D, ctx, chunk, scale);
+  else
+    attn_partial_kernel<float><<<grid, kThreads, 0, s>>>(
+        q, (const float *)ingot_tensor_data(a->in[1]), (const float *)ingot_tensor_data(a->in[2]),
+        pos, ml, acc, Hq, Hkv, D, ctx, chunk, scale);
+  st = launch_status("attention_cached partial kernel");
+  if (!st) {
+    attn_combine_kernel<<<dim3((unsigned)Hq, (unsigned)T), (unsigned)((D + 31) / 32 * 32), 0, s>>>(
+        ml, acc, pos, (float *)ingot_tensor_data(out), Hq, D, ctx, chunk, nch);
+    st = launch_status("attention_cached combine kernel");
+  }
+  cuda_scratch_free(dev, scratch, s);
+  return st;
+}
+
+}  // namespace
+
+extern "C" void cuda_register_attention(ingot_backend *be) {
+  be->kernels[INGOT_OP_ROPE] = k_rope;
+  be->kernels[INGOT_OP_KV_CACHE_WRITE] = k_kv_cache_write;
+  be->kernels[INGOT_OP_ATTENTION_CACHED] = k_attention_cached;
+}

@@ -1,0 +1,177 @@
+/* The llama/qwen3 forward over Ingot tensors (forward_dev.h): the same
+ * network as llama.c's raw-pointer CPU path, written with ops only
+ * (qget_rows, rms_norm, qmatmul, rope, kv_cache_write, attention_cached,
+ * swiglu, add) so it runs on any backend. Positions live in device tensors,
+ * so the decode step replays from a captured graph. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "../core/internal.h"
+#include "forward_dev.h"
+#include "model_internal.h"
+
+#define DEV_CHUNK 128 /* prefill rows per pass */
+
+static bool upload_weight(const qweight *w, ingot_device dev, dev_weight *out) {
+  out->type = w->type;
+  out->cols = w->cols;
+  out->t = ingot_from_host(w->data, 2, (int64_t[]){w->rows, (int64_t)w->row_bytes}, INGOT_U8, dev);
+  return out->t != NULL;
+}
+
+static ingot_tensor *upload_f32(const float *v, int64_t n, ingot_device dev) {
+  return v ? ingot_from_host(v, 1, (int64_t[]){n}, INGOT_F32, dev) : NULL;
+}
+
+static ingot_tensor *new_cache(const ingot_model_config *c, ingot_device dev) {
+  return ingot_empty(3, (int64_t[]){c->ctx, c->n_kv_heads, c->head_dim}, INGOT_F32, dev);
+}
+
+bool dev_model_init(ingot_model *m, ingot_device dev) {
+  const ingot_model_config *c = &m->cfg;
+  dev_model *d = calloc(1, sizeof *d);
+  if (!d) {
+    ingot_fail(INGOT_ERR_OOM, "model: out of memory");
+    return false;
+  }
+  m->devm = d;
+  d->dev = dev;
+  d->layers = calloc((size_t)c->n_layers, sizeof *d->layers);
+  d->n_layers = c->n_layers;
+  if (!d->layers) {
+    ingot_fail(INGOT_ERR_OOM, "model: out of memory");
+    return false;
+  }
+  if (!upload_weight(&m->embd, dev, &d->embd)) return false;
+  if (m->lm_head.data == m->embd.data) {
+    d->lm_head = d->embd;
+    ingot_retain(d->lm_head.t);
+  } else if (!upload_weight(&m->lm_head, dev, &d->lm_head)) {
+    return false;
+  }
+  if (!(d->out_norm = upload_f32(m->out_norm, c->dim, dev))) return false;
+  d->inv_freq = ingot_from_host(m->inv_freq, 1, (int64_t[]){c->head_dim / 2}, INGOT_F64, dev);
+  d->logits = ingot_empty(2, (int64_t[]){1, c->vocab}, INGOT_F32, dev);
+  d->tok = ingot_zeros(1, (int64_t[]){1}, INGOT_I32, dev);
+  d->pos = ingot_zeros(1, (int64_t[]){1}, INGOT_I32, dev);
+  if (!d->inv_freq || !d->logits || !d->tok || !d->pos) return false;
+  for (int l = 0; l < c->n_layers; l++) {
+    const layer *L = &m->layers[l];
+    dev_layer *D = &d->layers[l];
+    if (!(D->attn_norm = upload_f32(L->attn_norm, c->dim, dev)) ||
+        !(D->ffn_norm = upload_f32(L->ffn_norm, c->dim, dev)) ||
+        !upload_weight(&L->wq, dev, &D->wq) || !upload_weight(&L->wk, dev, &D->wk) ||
+        !upload_weight(&L->wv, dev, &D->wv) || !upload_weight(&L->wo, dev, &D->wo) ||
+        !upload_weight(&L->w_gate, dev, &D->gate) || !upload_weight(&L->w_up, dev, &D->up) ||
+        !upload_weight(&L->w_down, dev, &D->down) || !(D->k_cache = new_cache(c, dev)) ||
+        !(D->v_cache = new_cache(c, dev)))
+      return false;
+    if (c->qk_norm && (!(D->q_norm = upload_f32(L->q_norm, c->head_dim, dev)) ||
+                       !(D->k_norm = upload_f32(L->k_norm, c->head_dim, dev))))
+      return false;
+  }
+  return true;
+}
+
+void dev_model_free(dev_model *d) {
+  if (!d) return;
+  if (d->layers) {
+    for (int l = 0; l < d->n_layers; l++) {
+      dev_layer *D = &d->layers[l];
+      ingot_tensor *ts[] = {D->attn_norm, D->ffn_norm, D->q_norm, D->k_norm, D->wq.t,
+                            D->wk.t,      D->wv.t,     D->wo.t,   D->gate.t, D->up.t,
+                            D->down.t,    D->k_cache,  D->v_cache};
+      for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) ingot_release(ts[i]);
+    }
+    free(d->layers);
+  }
+  ingot_tensor *ts[] = {d->embd.t, d->lm_head.t, d->out_norm, d->inv_freq,
+                        d->logits, d->tok,       d->pos};
+  for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) ingot_release(ts[i]);
+  free(d);
+}
+
+static ingot_tensor *linear(const ingot_tensor *x, const dev_weight *w) {
+  return ingot_qmatmul(x, w->t, w->type, w->cols);
+}
+
+/* [T, n] -> [T, heads, n / heads] (a view). */
+static ingot_tensor *heads(const ingot_tensor *x, int64_t T, int64_t h, int64_t hd) {
+  return ingot_view(x, 3, (int64_t[]){T, h, hd});
+}
+
+/* The residual stream after every layer for tokens ids (int32 [T]) at
+ * positions pos (int32 [T]); K and V rows written into the cache. Inside the
+ * caller's scope. */
+static ingot_tensor *layers_forward(ingot_model *m, const ingot_tensor *ids,
+                                    const ingot_tensor *pos, int64_t T) {
+  const ingot_model_config *c = &m->cfg;
+  dev_model *d = m->devm;
+  int64_t hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
+  double eps = c->rms_eps, scale = 1.0 / sqrt((double)hd);
+  ingot_tensor *x = ingot_qget_rows(d->embd.t, d->embd.type, d->embd.cols, ids);
+  for (int l = 0; l < c->n_layers && x; l++) {
+    const dev_layer *L = &d->layers[l];
+    ingot_scope_begin(); /* a layer's temporaries go at its end */
+    ingot_tensor *xb = ingot_rms_norm(x, L->attn_norm, eps);
+    ingot_tensor *q = heads(linear(xb, &L->wq), T, nh, hd);
+    ingot_tensor *k = heads(linear(xb, &L->wk), T, nkv, hd);
+    ingot_tensor *v = heads(linear(xb, &L->wv), T, nkv, hd);
+    if (c->qk_norm) {
+      q = ingot_rms_norm(q, L->q_norm, eps);
+      k = ingot_rms_norm(k, L->k_norm, eps);
+    }
+    q = ingot_rope(q, pos, d->inv_freq, c->rope_neox);
+    k = ingot_rope(k, pos, d->inv_freq, c->rope_neox);
+    if (!q || !k || !v || ingot_kv_cache_write(L->k_cache, L->v_cache, k, v, pos)) {
+      ingot_scope_end();
+      return NULL;
+    }
+    ingot_tensor *att = ingot_attention_cached(q, L->k_cache, L->v_cache, pos, scale);
+    x = ingot_add(x, linear(ingot_view(att, 2, (int64_t[]){T, nh * hd}), &L->wo));
+    xb = ingot_rms_norm(x, L->ffn_norm, eps);
+    ingot_tensor *h = ingot_swiglu(linear(xb, &L->gate), linear(xb, &L->up));
+    x = ingot_keep(ingot_add(x, linear(h, &L->down)));
+    ingot_scope_end();
+  }
+  return x;
+}
+
+/* d->logits = LM head of the last row of x [T, dim]. */
+static ingot_status head_forward(ingot_model *m, const ingot_tensor *x, int64_t T) {
+  dev_model *d = m->devm;
+  ingot_tensor *last = ingot_narrow(x, 0, T - 1, 1);
+  ingot_tensor *lg = linear(ingot_rms_norm(last, d->out_norm, m->cfg.rms_eps), &d->lm_head);
+  return lg ? ingot_copy_(d->logits, lg) : ingot_last_status();
+}
+
+ingot_status dev_forward(ingot_model *m, const int32_t *tokens, int64_t n, float *logits_out) {
+  dev_model *d = m->devm;
+  int32_t pos[DEV_CHUNK];
+  ingot_status st = INGOT_OK;
+  for (int64_t i = 0; i < n && !st; i += DEV_CHUNK) {
+    int64_t T = n - i < DEV_CHUNK ? n - i : DEV_CHUNK;
+    for (int64_t t = 0; t < T; t++) pos[t] = (int32_t)(m->n_past + i + t);
+    ingot_scope_begin();
+    ingot_tensor *ids = ingot_from_host(tokens + i, 1, &T, INGOT_I32, d->dev);
+    ingot_tensor *p = ingot_from_host(pos, 1, &T, INGOT_I32, d->dev);
+    ingot_tensor *x = ids && p ? layers_forward(m, ids, p, T) : NULL;
+    st = !x ? ingot_last_status() : i + T == n ? head_forward(m, x, T) : INGOT_OK;
+    ingot_scope_end();
+  }
+  if (!st && logits_out)
+    st = ingot_to_host(d->logits, logits_out, (size_t)m->cfg.vocab * sizeof(float));
+  if (!st) m->n_past += n;
+  return st;
+}
+
+ingot_status dev_forward_step(ingot_model *m) {
+  dev_model *d = m->devm;
+  ingot_scope_begin();
+  ingot_tensor *x = layers_forward(m, d->tok, d->pos, 1);
+  ingot_status st = x ? head_forward(m, x, 1) : ingot_last_status();
+  ingot_tensor *next = st ? NULL : ingot_add_scalar(d->pos, 1);
+  if (!st) st = next ? ingot_copy_(d->pos, next) : ingot_last_status();
+  ingot_scope_end();
+  return st;
+}

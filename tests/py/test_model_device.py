@@ -1,0 +1,522 @@
+"""The device decode path of the model runtime: the attention ops (rope,
+kv_cache_write, attention_cached: include/ingot/attention.h), the device
+sampler ingot_sample_tokens, and (with the model) the tensor forward.
+
+Oracles: numpy for the ops; ingot_sample (src/model/sample.c) for the sampler
+op (identical tokens); the CPU backend for every CUDA kernel (cuda_diff).
+Tolerances: float32 results within rtol 1e-5 / atol 1e-5 of numpy (float64
+reference; attention sums up to a few thousand terms), float16 caches within
+the rounding of the cache (the reference reads the same rounded values).
+"""
+import ctypes
+
+import numpy as np
+import pytest
+
+from cuda_diff import CUDA, HAVE_CUDA, needs_cuda, to_device
+from ingot_ctypes import IngotError, call, sig, strided, tensor, to_numpy, P, D, B
+
+F = ctypes.c_float
+
+
+class SampleOpts(ctypes.Structure):
+    _fields_ = [("temperature", F), ("top_k", ctypes.c_int), ("top_p", F),
+                ("repeat_penalty", F), ("repeat_last_n", ctypes.c_int), ("seed", ctypes.c_uint64)]
+
+
+sig("ingot_rope", P, P, P, P, B)
+sig("ingot_kv_cache_write", ctypes.c_int, P, P, P, P, P)
+sig("ingot_attention_cached", P, P, P, P, P, D)
+sig("ingot_sample_tokens", P, P, ctypes.POINTER(SampleOpts), P, P)
+from ingot_ctypes import lib  # noqa: E402
+
+lib.ingot_sample.argtypes = [ctypes.POINTER(SampleOpts), P, ctypes.c_int64, P, ctypes.c_int64,
+                             ctypes.c_uint64]
+lib.ingot_sample.restype = ctypes.c_int32
+
+RNG = np.random.default_rng(1234)
+
+
+# ---- numpy references ----
+def rope_ref(x, pos, inv, neox):
+    T, H, Dh = x.shape
+    half = Dh // 2
+    ang = pos.astype(np.float64)[:, None] * inv.astype(np.float64)[None, :]
+    c = np.cos(ang).astype(np.float32)[:, None, :]
+    s = np.sin(ang).astype(np.float32)[:, None, :]
+    a, b = (np.arange(half), np.arange(half) + half) if neox else (2 * np.arange(half),
+                                                                   2 * np.arange(half) + 1)
+    y = x.copy()
+    x0, x1 = x[:, :, a], x[:, :, b]
+    y[:, :, a] = x0 * c - x1 * s
+    y[:, :, b] = x0 * s + x1 * c
+    return y
+
+
+def attention_ref(q, kc, vc, pos, scale):
+    T, Hq, Dh = q.shape
+    grp = Hq // kc.shape[1]
+    out = np.zeros(q.shape, dtype=np.float64)
+    for t in range(T):
+        n = pos[t] + 1
+        for h in range(Hq):
+            k = kc[:n, h // grp].astype(np.float64)
+            v = vc[:n, h // grp].astype(np.float64)
+            sc = k @ q[t, h].astype(np.float64) * scale
+            p = np.exp(sc - sc.max())
+            out[t, h] = p @ v / p.sum()
+    return out
+
+
+def rand(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+# ---- rope ----
+@pytest.mark.parametrize("neox", [False, True])
+@pytest.mark.parametrize("T,H,Dh", [(1, 1, 2), (3, 5, 6), (7, 9, 64), (2, 4, 128)])
+def test_rope_matches_numpy(neox, T, H, Dh):
+    x = rand(T, H, Dh)
+    pos = RNG.choice(5000, size=T, replace=False).astype(np.int32)  # not contiguous
+    inv = (10000.0 ** (-2.0 * np.arange(Dh // 2) / Dh)).astype(np.float32)
+    got = to_numpy(call("ingot_rope", tensor(x), tensor(pos), tensor(inv), neox))
+    np.testing.assert_allclose(got, rope_ref(x, pos, inv, neox), rtol=1e-5, atol=1e-5)
+    # float64 frequencies and a strided x give the same values
+    got64 = to_numpy(call("ingot_rope", strided(x), tensor(pos), tensor(inv.astype(np.float64)),
+                          neox))
+    np.testing.assert_array_equal(got64, got)
+
+
+def test_rope_errors():
+    x, pos, inv = rand(2, 3, 4), np.array([0, 1], np.int32), np.ones(2, np.float32)
+    for args, what in [((rand(2, 3, 5), pos, np.ones(2, np.float32)), "odd"),
+                       ((rand(2, 12), pos, inv), "3-D"),
+                       ((x, np.array([0, 1, 2], np.int32), inv), "pos"),
+                       ((x, pos.astype(np.int64), inv), "int32"),
+                       ((x, pos, np.ones(3, np.float32)), "inv_freq"),
+                       ((x.astype(np.float64), pos, inv), "float32")]:
+        with pytest.raises(IngotError, match=what):
+            call("ingot_rope", *[tensor(a) for a in args], False)
+
+
+# ---- kv_cache_write ----
+@pytest.mark.parametrize("dt", [np.float32, np.float16])
+def test_kv_cache_write_matches_numpy(dt):
+    ctx, hkv, dh, T = 37, 3, 8, 5
+    kc0, vc0 = rand(ctx, hkv, dh).astype(dt), rand(ctx, hkv, dh).astype(dt)
+    kc, vc = tensor(kc0), tensor(vc0)
+    k, v = rand(T, hkv, dh), rand(T, hkv, dh)
+    pos = np.array([36, 0, 17, 4, 5], np.int32)
+    call("ingot_kv_cache_write", kc, vc, strided(k), tensor(v), tensor(pos))
+    wk, wv = kc0.copy(), vc0.copy()
+    wk[pos], wv[pos] = k.astype(dt), v.astype(dt)
+    np.testing.assert_array_equal(to_numpy(kc), wk)
+    np.testing.assert_array_equal(to_numpy(vc), wv)
+
+
+def test_kv_cache_write_errors_write_nothing():
+    kc0 = rand(4, 2, 4)
+    kc, vc = tensor(kc0), tensor(kc0)
+    k = rand(2, 2, 4)
+    with pytest.raises(IngotError, match="outside"):
+        call("ingot_kv_cache_write", kc, vc, tensor(k), tensor(k), tensor(np.array([1, 4],
+                                                                                    np.int32)))
+    np.testing.assert_array_equal(to_numpy(kc), kc0)
+    with pytest.raises(IngotError, match="float32 or float16"):
+        call("ingot_kv_cache_write", tensor(kc0.astype(np.float64)), tensor(kc0.astype(np.float64)),
+             tensor(k), tensor(k), tensor(np.array([0, 1], np.int32)))
+    with pytest.raises(IngotError, match="T,"):
+        call("ingot_kv_cache_write", kc, vc, tensor(rand(2, 1, 4)), tensor(rand(2, 1, 4)),
+             tensor(np.array([0, 1], np.int32)))
+    with pytest.raises(IngotError, match="contiguous"):
+        nc = call("ingot_transpose", tensor(rand(2, 4, 4)), 0, 1)
+        call("ingot_kv_cache_write", nc, nc, tensor(rand(2, 2, 4)), tensor(rand(2, 2, 4)),
+             tensor(np.array([0, 1], np.int32)))
+
+
+# ---- attention_cached ----
+@pytest.mark.parametrize("dt", [np.float32, np.float16])
+@pytest.mark.parametrize("T,hq,hkv,dh,ctx", [(1, 1, 1, 1, 1), (3, 6, 2, 16, 50),
+                                             (5, 9, 3, 64, 300), (2, 4, 4, 128, 33)])
+def test_attention_cached_matches_numpy(dt, T, hq, hkv, dh, ctx):
+    q = rand(T, hq, dh)
+    kc, vc = rand(ctx, hkv, dh).astype(dt), rand(ctx, hkv, dh).astype(dt)
+    pos = RNG.integers(0, ctx, size=T).astype(np.int32)  # any order, repeats allowed
+    pos[0] = ctx - 1
+    scale = 1 / np.sqrt(dh)
+    got = to_numpy(call("ingot_attention_cached", strided(q), tensor(kc), tensor(vc),
+                        tensor(pos), scale))
+    np.testing.assert_allclose(got, attention_ref(q, kc, vc, pos, scale), rtol=1e-5, atol=1e-5)
+
+
+def test_attention_cached_errors():
+    q, c, pos = rand(2, 4, 8), rand(10, 2, 8), np.array([0, 9], np.int32)
+    cases = [((rand(2, 3, 8), c, c, pos), "multiple"),
+             ((rand(2, 4, 6), c, c, pos), "head_dim"),
+             ((q, c, c.astype(np.float16), pos), "float32 or float16"),
+             ((q, c, rand(10, 2, 4), pos), "shapes differ"),
+             ((q, c, c, np.array([0, 10], np.int32)), "outside"),
+             ((q, c, c, np.array([0], np.int32)), "pos")]
+    for args, what in cases:
+        with pytest.raises(IngotError, match=what):
+            call("ingot_attention_cached", *[tensor(a) for a in args], 0.5)
+
+
+# ---- sampler ----
+SAMPLE_CASES = [
+    dict(temperature=0.0),
+    dict(temperature=0.0, repeat_penalty=1.3),
+    dict(temperature=0.8, top_k=40, top_p=0.95),
+    dict(temperature=1.0, top_k=1),
+    dict(temperature=1.5, top_k=1000, top_p=0.5, repeat_penalty=1.1),
+    dict(temperature=0.7, top_k=0, top_p=1.0),  # all candidates (small vocab only on cuda)
+]
+
+
+def opts(**kw):
+    o = SampleOpts(0.0, 40, 0.95, 1.0, 64, 0)
+    for k, v in kw.items():
+        setattr(o, k, v)
+    return o
+
+
+def host_sample(o, logits, ring, step):
+    lg = np.ascontiguousarray(logits, dtype=np.float32).copy()
+    h = np.ascontiguousarray(ring, dtype=np.int32)
+    oo = SampleOpts(o.temperature, o.top_k, o.top_p, o.repeat_penalty, len(h), o.seed)
+    return lib.ingot_sample(ctypes.byref(oo), lg.ctypes.data, len(lg), h.ctypes.data, len(h),
+                            step)
+
+
+def special_logits(V):
+    lg = rand(V) * 3
+    lg[RNG.integers(0, V, 8)] = lg.max()  # ties at the top
+    lg[RNG.integers(0, V, 4)] = -np.inf
+    lg[5] = -0.0
+    lg[6] = 0.0
+    return lg
+
+
+def run_sampler(dev, o, logits, ring, step):
+    """ingot_sample_tokens on dev; returns (token, ring after, step after)."""
+    mv = (lambda a: to_device(tensor(a), dev)) if dev is not None else tensor
+    h = mv(np.asarray(ring, np.int32)) if ring is not None else None
+    s = mv(np.array([step], np.int64))
+    tok = call("ingot_sample_tokens", mv(logits), ctypes.byref(o), h, s)
+    return (int(to_numpy(tok)[0]), None if h is None else to_numpy(h), int(to_numpy(s)[0]))
+
+
+@pytest.mark.parametrize("case", range(len(SAMPLE_CASES)))
+@pytest.mark.parametrize("V", [7, 1000, 49152])
+def test_sample_tokens_matches_ingot_sample(case, V):
+    kw = SAMPLE_CASES[case]
+    for seed in range(6):
+        o = opts(seed=seed * 7919, **kw)
+        lg = special_logits(V)
+        ring = RNG.integers(-1, V, 16).astype(np.int32)
+        step = seed * 3 + 1
+        want = host_sample(o, lg, ring, step)
+        tok, h, s = run_sampler(None, o, lg, ring, step)
+        assert tok == want, (kw, seed)
+        assert s == step + 1
+        wr = ring.copy()
+        wr[step % len(ring)] = want
+        np.testing.assert_array_equal(h, wr)
+        # without a ring: no penalty, counter still advances
+        tok2, _, s2 = run_sampler(None, o, lg, None, step)
+        assert tok2 == host_sample(opts(seed=o.seed, **{k: v for k, v in kw.items()
+                                                          if k != "repeat_penalty"}),
+                                   lg, np.full(1, -1, np.int32), step)
+        assert s2 == step + 1
+
+
+def test_sample_tokens_errors():
+    lg, st = tensor(rand(10)), tensor(np.zeros(1, np.int64))
+    o = opts()
+    with pytest.raises(IngotError, match="float32"):
+        call("ingot_sample_tokens", tensor(rand(10).astype(np.float64)), ctypes.byref(o), None, st)
+    with pytest.raises(IngotError, match="int64"):
+        call("ingot_sample_tokens", lg, ctypes.byref(o), None, tensor(np.zeros(1, np.int32)))
+    with pytest.raises(IngotError, match="hist"):
+        call("ingot_sample_tokens", lg, ctypes.byref(o), tensor(np.zeros(3, np.int64)), st)
+    with pytest.raises(IngotError, match="V"):
+        call("ingot_sample_tokens", tensor(rand(2, 5)), ctypes.byref(o), None, st)
+    with pytest.raises(IngotError, match="NULL"):
+        call("ingot_sample_tokens", lg, None, None, st)
+
+
+# ---- CUDA vs CPU ----
+@needs_cuda
+@pytest.mark.parametrize("neox", [False, True])
+@pytest.mark.parametrize("T,H,Dh", [(1, 9, 64), (67, 5, 6), (512, 32, 128)])
+def test_cuda_rope(neox, T, H, Dh):
+    from cuda_diff import diff
+    pos = RNG.integers(0, 100000, T).astype(np.int32)
+    inv = (500000.0 ** (-2.0 * np.arange(Dh // 2) / Dh)).astype(np.float64)
+    diff("ingot_rope", strided(rand(T, H, Dh)), tensor(pos), tensor(inv), neox)
+
+
+def _cuda_kv(dt, ctx, hkv, dh, pos):
+    kc0, vc0 = rand(ctx, hkv, dh).astype(dt), rand(ctx, hkv, dh).astype(dt)
+    k, v = rand(len(pos), hkv, dh), rand(len(pos), hkv, dh)
+    out = []
+    for dev in (None, CUDA):
+        mv = (lambda a: to_device(tensor(a), dev)) if dev else tensor
+        kc, vc = mv(kc0), mv(vc0)
+        call("ingot_kv_cache_write", kc, vc, mv(k), mv(v), mv(np.asarray(pos, np.int32)))
+        out.append((to_numpy(kc), to_numpy(vc)))
+    return out
+
+
+@needs_cuda
+@pytest.mark.parametrize("dt", [np.float32, np.float16])
+def test_cuda_kv_cache_write(dt):
+    (ck, cv), (gk, gv) = _cuda_kv(dt, 2049, 3, 64, [2048, 0, 77, 1000, 5])
+    np.testing.assert_array_equal(gk, ck)
+    np.testing.assert_array_equal(gv, cv)
+
+
+@needs_cuda
+def test_cuda_kv_cache_write_skips_bad_rows():
+    # the CPU refuses; CUDA cannot check without a round trip and skips the row
+    kc0 = rand(8, 1, 4)
+    kc, vc = to_device(tensor(kc0)), to_device(tensor(kc0))
+    k = rand(2, 1, 4)
+    call("ingot_kv_cache_write", kc, vc, to_device(tensor(k)), to_device(tensor(k)),
+         to_device(tensor(np.array([3, 8], np.int32))))
+    want = kc0.copy()
+    want[3] = k[0]
+    np.testing.assert_array_equal(to_numpy(kc), want)
+
+
+@needs_cuda
+@pytest.mark.parametrize("dt", [np.float32, np.float16])
+@pytest.mark.parametrize("T,hq,hkv,dh,ctx", [(1, 9, 3, 64, 2048), (1, 32, 8, 128, 40000),
+                                             (64, 9, 3, 64, 2048), (5, 6, 2, 17, 301),
+                                             (3, 4, 4, 256, 257), (1, 1, 1, 1, 1)])
+def test_cuda_attention_cached(dt, T, hq, hkv, dh, ctx):
+    from cuda_diff import diff
+    q = rand(T, hq, dh)
+    kc, vc = rand(ctx, hkv, dh).astype(dt), rand(ctx, hkv, dh).astype(dt)
+    kc[min(7, ctx - 1)] *= 30  # a peaked softmax
+    pos = RNG.integers(0, ctx, size=T).astype(np.int32)
+    pos[0] = ctx - 1
+    if T > 1:
+        pos[1] = 0
+    diff("ingot_attention_cached", strided(q), tensor(kc), tensor(vc), tensor(pos),
+         1 / np.sqrt(dh), tol=(1e-4, 1e-5))
+
+
+@needs_cuda
+def test_cuda_attention_cached_positions_on_device():
+    """The same launch at growing positions (what a replayed graph does):
+    rewriting pos in place changes the result as the CPU says."""
+    ctx, dh = 1500, 64
+    q, kc, vc = rand(1, 9, dh), rand(ctx, 3, dh), rand(ctx, 3, dh)
+    pos_d = to_device(tensor(np.zeros(1, np.int32)))
+    qd, kd, vd = to_device(tensor(q)), to_device(tensor(kc)), to_device(tensor(vc))
+    for p in [0, 255, 256, 257, 1023, 1499]:
+        call("ingot_copy_", pos_d, to_device(tensor(np.array([p], np.int32))))
+        got = to_numpy(call("ingot_attention_cached", qd, kd, vd, pos_d, 0.125))
+        want = to_numpy(call("ingot_attention_cached", tensor(q), tensor(kc), tensor(vc),
+                             tensor(np.array([p], np.int32)), 0.125))
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=str(p))
+
+
+@needs_cuda
+@pytest.mark.parametrize("case", range(len(SAMPLE_CASES)))
+@pytest.mark.parametrize("V", [7, 1000, 49152, 151936])
+def test_cuda_sample_tokens_matches_cpu(case, V):
+    kw = SAMPLE_CASES[case]
+    if kw.get("temperature", 0) > 0 and kw.get("top_k", 40) <= 0 and V > 1024:
+        pytest.skip("cuda samples from at most 1024 candidates")
+    for seed in range(8):
+        o = opts(seed=seed * 104729 + 1, **kw)
+        lg = special_logits(V)
+        if seed == 7:
+            lg[11] = np.nan
+        ring = RNG.integers(-1, V, 64).astype(np.int32)
+        step = seed * 5
+        gt, gh, gs = run_sampler(CUDA, o, lg, ring, step)
+        ct, ch, cs = run_sampler(None, o, lg, ring, step)
+        assert (gt, gs) == (ct, cs), (kw, seed)
+        np.testing.assert_array_equal(gh, ch)
+
+
+@needs_cuda
+def test_cuda_sample_tokens_too_many_candidates():
+    o = opts(temperature=1.0, top_k=0)
+    with pytest.raises(IngotError, match="1024"):
+        run_sampler(CUDA, o, rand(5000), None, 0)
+
+
+# ---- the model: the tensor forward (CPU here, CUDA on a GPU) vs the raw path ----
+I64 = ctypes.c_int64
+TOKEN_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.c_char_p, ctypes.c_size_t, P)
+
+
+class GenOpts(ctypes.Structure):
+    _fields_ = [("max_tokens", I64), ("sample", SampleOpts), ("stop_at_eos", ctypes.c_bool)]
+
+
+lib.ingot_model_load.restype = P
+lib.ingot_model_load.argtypes = [ctypes.c_char_p, type(CUDA)]
+lib.ingot_model_free.argtypes = [P]
+lib.ingot_model_free.restype = None
+lib.ingot_model_reset.argtypes = [P]
+lib.ingot_model_reset.restype = None
+lib.ingot_model_n_past.argtypes = [P]
+lib.ingot_model_n_past.restype = I64
+lib.ingot_model_forward.argtypes = [P, P, I64, P]
+lib.ingot_model_tokenizer.argtypes = [P]
+lib.ingot_model_tokenizer.restype = P
+lib.ingot_tokenize.argtypes = [P, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_bool, P, I64]
+lib.ingot_tokenize.restype = I64
+lib.ingot_generate.argtypes = [P, P, I64, ctypes.POINTER(GenOpts), TOKEN_FN, P, P, I64,
+                               ctypes.POINTER(I64), P]
+
+VOCAB = 49152
+PROMPTS = ["The capital of France is", "def fibonacci(n):\n", "Once upon a time, in a land far"]
+SAMPLED = dict(temperature=0.8, top_k=40, top_p=0.9, repeat_penalty=1.1, seed=3)
+# Logits of the tensor forward vs the raw float path: the same math in another
+# order (float32 sums): observed ~5e-5 on logits of magnitude ~30.
+LOGIT_ATOL_CPU = 1e-3
+# CUDA kernels sum in other orders again (warp reductions, flash-decoding).
+LOGIT_ATOL_CUDA = 1e-2
+
+
+class EnvSet:
+    def __init__(self, **kw):
+        self.kw, self.old = kw, {}
+
+    def __enter__(self):
+        import os
+        for k, v in self.kw.items():
+            self.old[k] = os.environ.get(k)
+            os.environ[k] = v
+
+    def __exit__(self, *a):
+        import os
+        for k, v in self.old.items():
+            if v is None:
+                del os.environ[k]
+            else:
+                os.environ[k] = v
+
+
+@pytest.fixture(scope="module")
+def smol():
+    from refs import smollm2_path
+    return smollm2_path()
+
+
+def load(path, mode):
+    """raw: the CPU's raw path with float activations; tensor: the CPU tensor
+    forward; cuda: cuda:0."""
+    from ingot_ctypes import Device
+    with EnvSet(INGOT_EXACT_MATVEC="1", INGOT_TENSOR_FORWARD="1" if mode == "tensor" else "0"):
+        m = lib.ingot_model_load(path.encode(), CUDA if mode == "cuda" else Device(0, 0))
+    assert m, lib.ingot_last_error().decode()
+    return m
+
+
+def tokenize(m, text):
+    ids = np.zeros(len(text) + 16, np.int32)
+    b = text.encode()
+    n = lib.ingot_tokenize(lib.ingot_model_tokenizer(m), b, len(b), False, ids.ctypes.data,
+                           len(ids))
+    assert n > 0
+    return ids[:n].copy()
+
+
+def logits(m, ids):
+    ids = np.ascontiguousarray(ids, np.int32)
+    out = np.zeros(VOCAB, np.float32)
+    st = lib.ingot_model_forward(m, ids.ctypes.data, len(ids), out.ctypes.data)
+    assert st == 0, lib.ingot_last_error().decode()
+    return out
+
+
+def generate(m, ids, n, **sample):
+    lib.ingot_model_reset(m)
+    o = GenOpts(n, opts(**sample), False)
+    out, nout = np.zeros(n, np.int32), I64()
+    st = lib.ingot_generate(m, ids.ctypes.data, len(ids), ctypes.byref(o), TOKEN_FN(lambda *a: 0),
+                            None, out.ctypes.data, n, ctypes.byref(nout), None)
+    assert st == 0, lib.ingot_last_error().decode()
+    return list(out[:nout.value])
+
+
+def compare_models(path, mode, atol):
+    ref, m = load(path, "raw"), load(path, mode)
+    try:
+        for text in PROMPTS:
+            ids = tokenize(ref, text)
+            for mm in (ref, m):
+                lib.ingot_model_reset(mm)
+            want, got = logits(ref, ids), logits(m, ids)
+            np.testing.assert_allclose(got, want, atol=atol, rtol=0, err_msg=text)
+            # one more token through the cache
+            nxt = [int(want.argmax())]
+            np.testing.assert_allclose(logits(m, nxt), logits(ref, nxt), atol=atol, rtol=0)
+            assert lib.ingot_model_n_past(m) == len(ids) + 1
+        # generation (slow on the CPU: one prompt)
+        ids = tokenize(ref, PROMPTS[0])
+        g = generate(ref, ids, 32)
+        assert len(g) == 32
+        assert generate(m, ids, 32) == g
+        assert generate(m, ids, 16, **SAMPLED) == generate(ref, ids, 16, **SAMPLED)
+    finally:
+        lib.ingot_model_free(ref)
+        lib.ingot_model_free(m)
+
+
+def test_tensor_forward_matches_raw_path(smol):
+    compare_models(smol, "tensor", LOGIT_ATOL_CPU)
+
+
+def test_tensor_forward_errors_leave_the_cache(smol):
+    m = load(smol, "tensor")
+    try:
+        ids = np.array([1, 2, 3], np.int32)
+        logits(m, ids)
+        bad = np.array([5, VOCAB], np.int32)
+        assert lib.ingot_model_forward(m, bad.ctypes.data, 2, None) != 0
+        assert "outside" in lib.ingot_last_error().decode()
+        assert lib.ingot_model_n_past(m) == 3
+        big = np.zeros(5000, np.int32)
+        assert lib.ingot_model_forward(m, big.ctypes.data, len(big), None) != 0
+        assert lib.ingot_model_n_past(m) == 3
+    finally:
+        lib.ingot_model_free(m)
+
+
+@needs_cuda
+def test_cuda_model_matches_cpu(smol):
+    compare_models(smol, "cuda", LOGIT_ATOL_CUDA)
+
+
+@needs_cuda
+def test_cuda_graph_on_and_off_agree(smol):
+    m = load(smol, "cuda")
+    try:
+        ids = tokenize(m, PROMPTS[0])
+        with EnvSet(INGOT_NO_GRAPH="1"):
+            eager = (generate(m, ids, 48), generate(m, ids, 48, **SAMPLED))
+        graph = (generate(m, ids, 48), generate(m, ids, 48, **SAMPLED))
+        assert graph == eager
+        assert len(graph[0]) == 48
+    finally:
+        lib.ingot_model_free(m)
+
+
+@needs_cuda
+def test_cuda_mixed_devices_fail():
+    q, c, pos = rand(1, 2, 8), rand(4, 2, 8), np.array([3], np.int32)
+    with pytest.raises(IngotError, match="attention_cached"):
+        call("ingot_attention_cached", to_device(tensor(q)), tensor(c), tensor(c), tensor(pos), 1.0)
+    with pytest.raises(IngotError, match="rope"):
+        call("ingot_rope", to_device(tensor(q)), tensor(pos), tensor(np.ones(4, np.float32)), False)
+    with pytest.raises(IngotError, match="sample_tokens"):
+        call("ingot_sample_tokens", to_device(tensor(rand(10))), ctypes.byref(opts()), None,
+             tensor(np.zeros(1, np.int64)))
