@@ -15,6 +15,7 @@ import pytest
 
 from refs import smollm2_path
 from ingot_ctypes import Device, lib
+from model_ctypes import TOKEN_FN, GenOpts, GenStats, SampleOpts  # noqa: F401
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 CLI = os.path.join(ROOT, "build", "bin", "ingot")
@@ -22,44 +23,6 @@ P, I64, I32, F = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_float
 
 gguf = pytest.importorskip("gguf")
 
-
-class SampleOpts(ctypes.Structure):
-    _fields_ = [("temperature", F), ("top_k", ctypes.c_int), ("top_p", F),
-                ("repeat_penalty", F), ("repeat_last_n", ctypes.c_int), ("seed", ctypes.c_uint64)]
-
-
-class GenOpts(ctypes.Structure):
-    _fields_ = [("max_tokens", I64), ("sample", SampleOpts), ("stop_at_eos", ctypes.c_bool)]
-
-
-class GenStats(ctypes.Structure):
-    _fields_ = [("prompt_tokens", I64), ("generated_tokens", I64), ("prompt_seconds", ctypes.c_double),
-                ("decode_seconds", ctypes.c_double), ("prompt_tps", ctypes.c_double),
-                ("decode_tps", ctypes.c_double)]
-
-
-TOKEN_FN = ctypes.CFUNCTYPE(ctypes.c_int, I32, ctypes.c_char_p, ctypes.c_size_t, P)
-
-lib.ingot_model_load.restype = P
-lib.ingot_model_load.argtypes = [ctypes.c_char_p, Device]
-lib.ingot_model_free.argtypes = [P]
-lib.ingot_model_free.restype = None
-lib.ingot_model_reset.argtypes = [P]
-lib.ingot_model_reset.restype = None
-lib.ingot_model_n_past.argtypes = [P]
-lib.ingot_model_n_past.restype = I64
-lib.ingot_model_truncate.argtypes = [P, I64]
-lib.ingot_model_forward.argtypes = [P, P, I64, P]
-lib.ingot_model_tokenizer.argtypes = [P]
-lib.ingot_model_tokenizer.restype = P
-lib.ingot_tokenize.argtypes = [P, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_bool, P, I64]
-lib.ingot_tokenize.restype = I64
-lib.ingot_sample_defaults.restype = SampleOpts
-lib.ingot_sample.argtypes = [ctypes.POINTER(SampleOpts), P, I64, P, I64, ctypes.c_uint64]
-lib.ingot_sample.restype = I32
-lib.ingot_generate_defaults.restype = GenOpts
-lib.ingot_generate.argtypes = [P, P, I64, ctypes.POINTER(GenOpts), TOKEN_FN, P, P, I64,
-                               ctypes.POINTER(I64), ctypes.POINTER(GenStats)]
 
 CPU = Device(0, 0)
 PROMPT = "The capital of France is"  # a short prompt (~5-8 tokens)

@@ -14,25 +14,16 @@ import numpy as np
 import pytest
 
 from cuda_diff import CUDA, HAVE_CUDA, needs_cuda, to_device
-from ingot_ctypes import IngotError, call, sig, strided, tensor, to_numpy, P, D, B
+from ingot_ctypes import IngotError, call, lib, sig, strided, tensor, to_numpy, P, D, B
+from model_ctypes import TOKEN_FN, GenOpts, SampleOpts
 
 F = ctypes.c_float
-
-
-class SampleOpts(ctypes.Structure):
-    _fields_ = [("temperature", F), ("top_k", ctypes.c_int), ("top_p", F),
-                ("repeat_penalty", F), ("repeat_last_n", ctypes.c_int), ("seed", ctypes.c_uint64)]
 
 
 sig("ingot_rope", P, P, P, P, B)
 sig("ingot_kv_cache_write", ctypes.c_int, P, P, P, P, P)
 sig("ingot_attention_cached", P, P, P, P, P, D)
 sig("ingot_sample_tokens", P, P, ctypes.POINTER(SampleOpts), P, P)
-from ingot_ctypes import lib  # noqa: E402
-
-lib.ingot_sample.argtypes = [ctypes.POINTER(SampleOpts), P, ctypes.c_int64, P, ctypes.c_int64,
-                             ctypes.c_uint64]
-lib.ingot_sample.restype = ctypes.c_int32
 
 RNG = np.random.default_rng(1234)
 
@@ -352,29 +343,6 @@ def test_cuda_sample_tokens_too_many_candidates():
 
 # ---- the model: the tensor forward (CPU here, CUDA on a GPU) vs the raw path ----
 I64 = ctypes.c_int64
-TOKEN_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.c_char_p, ctypes.c_size_t, P)
-
-
-class GenOpts(ctypes.Structure):
-    _fields_ = [("max_tokens", I64), ("sample", SampleOpts), ("stop_at_eos", ctypes.c_bool)]
-
-
-lib.ingot_model_load.restype = P
-lib.ingot_model_load.argtypes = [ctypes.c_char_p, type(CUDA)]
-lib.ingot_model_free.argtypes = [P]
-lib.ingot_model_free.restype = None
-lib.ingot_model_reset.argtypes = [P]
-lib.ingot_model_reset.restype = None
-lib.ingot_model_n_past.argtypes = [P]
-lib.ingot_model_n_past.restype = I64
-lib.ingot_model_forward.argtypes = [P, P, I64, P]
-lib.ingot_model_tokenizer.argtypes = [P]
-lib.ingot_model_tokenizer.restype = P
-lib.ingot_tokenize.argtypes = [P, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_bool, P, I64]
-lib.ingot_tokenize.restype = I64
-lib.ingot_generate.argtypes = [P, P, I64, ctypes.POINTER(GenOpts), TOKEN_FN, P, P, I64,
-                               ctypes.POINTER(I64), P]
-
 VOCAB = 49152
 PROMPTS = ["The capital of France is", "def fibonacci(n):\n", "Once upon a time, in a land far"]
 SAMPLED = dict(temperature=0.8, top_k=40, top_p=0.9, repeat_penalty=1.1, seed=3)

@@ -20,38 +20,13 @@ import pytest
 from cuda_diff import needs_cuda
 from ingot_ctypes import Device, lib
 from st_util import write_sharded, write_st
+from model_ctypes import TOKEN_FN, GenOpts, SampleOpts  # noqa: F401
 
 P, I64, I32, F = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_float
 CPU = Device(0, 0)
 
 tokenizers = pytest.importorskip("tokenizers")
 
-
-class SampleOpts(ctypes.Structure):
-    _fields_ = [("temperature", F), ("top_k", ctypes.c_int), ("top_p", F),
-                ("repeat_penalty", F), ("repeat_last_n", ctypes.c_int), ("seed", ctypes.c_uint64)]
-
-
-class GenOpts(ctypes.Structure):
-    _fields_ = [("max_tokens", I64), ("sample", SampleOpts), ("stop_at_eos", ctypes.c_bool)]
-
-
-TOKEN_FN = ctypes.CFUNCTYPE(ctypes.c_int, I32, ctypes.c_char_p, ctypes.c_size_t, P)
-
-for fn, res, args in [
-    ("ingot_model_load", P, [ctypes.c_char_p, Device]),
-    ("ingot_model_free", None, [P]),
-    ("ingot_model_reset", None, [P]),
-    ("ingot_model_n_past", I64, [P]),
-    ("ingot_model_forward", ctypes.c_int, [P, P, I64, P]),
-    ("ingot_model_tokenizer", P, [P]),
-    ("ingot_model_chat_template", ctypes.c_char_p, [P]),
-    ("ingot_tokenize", I64, [P, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_bool, P, I64]),
-    ("ingot_generate_defaults", GenOpts, []),
-    ("ingot_generate", ctypes.c_int, [P, P, I64, ctypes.POINTER(GenOpts), TOKEN_FN, P, P, I64,
-                                      ctypes.POINTER(I64), P]),
-]:
-    getattr(lib, fn).restype, getattr(lib, fn).argtypes = res, args
 
 VOCAB = 300
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]

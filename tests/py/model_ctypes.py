@@ -1,0 +1,44 @@
+"""ctypes declarations of include/ingot/model.h shared by the model tests
+(one set: ctypes rejects a structure of another class than the argtypes
+name, so every test module must use these)."""
+import ctypes
+
+from ingot_ctypes import Device, lib
+
+P, I64, I32, F = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_float
+
+
+class SampleOpts(ctypes.Structure):
+    _fields_ = [("temperature", F), ("top_k", ctypes.c_int), ("top_p", F),
+                ("repeat_penalty", F), ("repeat_last_n", ctypes.c_int), ("seed", ctypes.c_uint64)]
+
+
+class GenOpts(ctypes.Structure):
+    _fields_ = [("max_tokens", I64), ("sample", SampleOpts), ("stop_at_eos", ctypes.c_bool)]
+
+
+class GenStats(ctypes.Structure):
+    _fields_ = [("prompt_tokens", I64), ("generated_tokens", I64), ("prompt_seconds", ctypes.c_double),
+                ("decode_seconds", ctypes.c_double), ("prompt_tps", ctypes.c_double),
+                ("decode_tps", ctypes.c_double)]
+
+
+TOKEN_FN = ctypes.CFUNCTYPE(ctypes.c_int, I32, ctypes.c_char_p, ctypes.c_size_t, P)
+
+for _fn, _res, _args in [
+    ("ingot_model_load", P, [ctypes.c_char_p, Device]),
+    ("ingot_model_free", None, [P]),
+    ("ingot_model_reset", None, [P]),
+    ("ingot_model_n_past", I64, [P]),
+    ("ingot_model_truncate", ctypes.c_int, [P, I64]),
+    ("ingot_model_forward", ctypes.c_int, [P, P, I64, P]),
+    ("ingot_model_tokenizer", P, [P]),
+    ("ingot_model_chat_template", ctypes.c_char_p, [P]),
+    ("ingot_tokenize", I64, [P, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_bool, P, I64]),
+    ("ingot_sample_defaults", SampleOpts, []),
+    ("ingot_sample", I32, [ctypes.POINTER(SampleOpts), P, I64, P, I64, ctypes.c_uint64]),
+    ("ingot_generate_defaults", GenOpts, []),
+    ("ingot_generate", ctypes.c_int, [P, P, I64, ctypes.POINTER(GenOpts), TOKEN_FN, P, P, I64,
+                                      ctypes.POINTER(I64), ctypes.POINTER(GenStats)]),
+]:
+    getattr(lib, _fn).restype, getattr(lib, _fn).argtypes = _res, _args
