@@ -1,8 +1,10 @@
 /* The accelerator workloads of ../shared/bench/WORKLOADS.md (copy, GEMM,
  * FP8 scaled_mm, decode GEMV, softmax, top-k, linear algebra), timed with device events:
  * the median of many runs after warm-up, weight sets larger than L2 rotated
- * so the cache does not serve them. Inputs are random, never zeros. The
- * PyTorch side of the comparison is bench/compare.py. */
+ * so the cache does not serve them. Inputs are random, never zeros. Small
+ * workloads also report graph-replay and host-only timings (_graph,
+ * _graph_x20, _host ids) that separate host work, launch overhead and kernel
+ * time. The PyTorch side of the comparison is bench/compare.py. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +49,43 @@ done:
   return result;
 }
 
+/* The same op captured once in a device graph (public graph API), then timed
+ * per replay: `single` brackets one replay with events (graph launch + GPU
+ * time, no per-op host work); otherwise `burst` replays run back to back
+ * between the events and the time per replay is the GPU's alone (launch
+ * latency hidden behind the previous replay). Median seconds, < 0 on failure. */
+static double graph_time(ingot_device dev, gpu_fn fn, void *arg, int burst, int runs) {
+  ingot_event *e0 = ingot_event_create(dev, true), *e1 = ingot_event_create(dev, true);
+  float *ms = calloc((size_t)runs, sizeof *ms);
+  ingot_graph *g = NULL;
+  double result = -1;
+  if (!e0 || !e1 || !ms || ingot_graph_begin(dev) != INGOT_OK) goto done;
+  ingot_tensor *o = fn(arg, 0);
+  g = ingot_graph_end(dev);
+  ingot_release(o); /* its memory stays with the graph's pool */
+  if (!o || !g) goto done;
+  for (int i = 0; i < 3; i++)
+    if (ingot_graph_replay(g) != INGOT_OK) goto done;
+  ingot_synchronize(dev);
+  for (int i = 0; i < runs; i++) {
+    ingot_event_record(e0, NULL);
+    for (int b = 0; b < burst; b++)
+      if (ingot_graph_replay(g) != INGOT_OK) goto done;
+    ingot_event_record(e1, NULL);
+    if (ingot_event_synchronize(e1) != INGOT_OK) goto done;
+    ingot_event_elapsed_ms(e0, e1, &ms[i]);
+    ms[i] /= (float)burst;
+  }
+  qsort(ms, (size_t)runs, sizeof *ms, cmp_float);
+  result = ms[runs / 2] * 1e-3;
+done:
+  ingot_graph_destroy(g);
+  free(ms);
+  ingot_event_destroy(e0);
+  ingot_event_destroy(e1);
+  return result;
+}
+
 /* Record workload id timed at t seconds (t <= 0: it failed) doing work
  * units, reported as work / t * scale in metric. */
 static void add_result(bench_ctx *c, const char *id, const char *shape, const char *dtype, double t,
@@ -57,6 +96,54 @@ static void add_result(bench_ctx *c, const char *id, const char *shape, const ch
   snprintf(r.dtype, sizeof r.dtype, "%s", dtype);
   ingot_device_str(c->dev, r.device, sizeof r.device);
   bench_record(c, &r, t > 0, t, -1, work, scale);
+}
+
+/* Host seconds per call of fn alone: batches of calls queued back to back
+ * with no wait (the device absorbs them), median over batches; < 0 on failure. */
+static double host_time(ingot_device dev, gpu_fn fn, void *arg, int batch, int runs) {
+  double *t = calloc((size_t)runs, sizeof *t), result = -1;
+  if (!t) return -1;
+  for (int r = 0; r < runs; r++) {
+    double t0 = bench_now();
+    for (int i = 0; i < batch; i++) {
+      ingot_tensor *o = fn(arg, i);
+      if (!o) goto done;
+      ingot_release(o);
+    }
+    t[r] = (bench_now() - t0) / batch;
+    ingot_synchronize(dev);
+  }
+  for (int i = 1; i < runs; i++) /* insertion sort: a handful of values */
+    for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+      double x = t[j];
+      t[j] = t[j - 1], t[j - 1] = x;
+    }
+  result = t[runs / 2];
+done:
+  free(t);
+  return result;
+}
+
+/* id_host: host seconds per eager call of fn (rate in call/s). */
+static void bench_host_variant(bench_ctx *c, const char *id, const char *shape, const char *dtype,
+                               gpu_fn fn, void *arg) {
+  char hid[64];
+  if (snprintf(hid, sizeof hid, "%s_host", id) >= (int)sizeof hid) return;
+  add_result(c, hid, shape, dtype, host_time(c->dev, fn, arg, 50, 9), "call/s", 1.0, 1.0);
+}
+
+/* Variants of a small workload that tell per-op host work, launch overhead
+ * and kernel time apart: id_graph (one replay between events), id_graph_x20
+ * (GPU time per replay of 20 back to back) and id_host (host time per eager
+ * call, nothing waited for). */
+static void bench_graph_variants(bench_ctx *c, const char *id, const char *shape, const char *dtype,
+                                 gpu_fn fn, void *arg, const char *metric, double work) {
+  char gid[64];
+  if (snprintf(gid, sizeof gid, "%s_graph", id) >= (int)sizeof gid) return;
+  add_result(c, gid, shape, dtype, graph_time(c->dev, fn, arg, 1, 100), metric, work, 1e-9);
+  if (snprintf(gid, sizeof gid, "%s_graph_x20", id) >= (int)sizeof gid) return;
+  add_result(c, gid, shape, dtype, graph_time(c->dev, fn, arg, 20, 50), metric, work, 1e-9);
+  bench_host_variant(c, id, shape, dtype, fn, arg);
 }
 
 /* Normal random tensor of a dtype (drawn in f32, then cast). */
@@ -162,6 +249,11 @@ static void bench_gemv(bench_ctx *c, int64_t K, int64_t N) {
   double t = ok ? event_time(c->dev, run_gemv, &g, 5, 50) : -1;
   snprintf(shape, sizeof shape, "[1,%lld]x[%lld,%lld]^T", (long long)K, (long long)N, (long long)K);
   add_result(c, id, shape, "bfloat16", t, "GB/s", bytes, 1e-9);
+  /* Graph replays read one weight copy: only where it is larger than L2. */
+  if (ok && bytes > 100e6)
+    bench_graph_variants(c, id, shape, "bfloat16", run_gemv, &g, "GB/s", bytes);
+  else if (ok)
+    bench_host_variant(c, id, shape, "bfloat16", run_gemv, &g);
   ingot_release(g.x);
   for (int i = 0; i < g.copies; i++) ingot_release(g.wt[i]);
 }
@@ -192,10 +284,12 @@ static void bench_vocab(bench_ctx *c, int64_t B) {
   if (bench_selected(c, sid)) {
     double t = x ? event_time(c->dev, run_softmax, x, 10, 100) : -1;
     add_result(c, sid, shape, "float32", t, "GB/s", 2 * bytes, 1e-9);
+    if (x) bench_graph_variants(c, sid, shape, "float32", run_softmax, x, "GB/s", 2 * bytes);
   }
   if (bench_selected(c, tid)) {
     double t = x ? event_time(c->dev, run_topk, x, 10, 100) : -1;
     add_result(c, tid, shape, "float32", t, "GB/s", bytes, 1e-9);
+    if (x) bench_graph_variants(c, tid, shape, "float32", run_topk, x, "GB/s", bytes);
   }
   ingot_release(x);
 }

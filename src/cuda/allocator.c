@@ -145,13 +145,8 @@ static bool valid_device(int device) { return device >= 0 && device < CUDA_MAX_D
 
 /* Make d's device current before a call that depends on it (cudaMalloc,
  * cudaFree, event creation, recording on the legacy default stream, device
- * synchronisation, cudaMemGetInfo). Never on the cache-hit path: other code
- * sets devices directly, so a per-thread cache of it could go stale. */
-static cudaError_t dev_set(const dev_state *d) {
-  cudaError_t e = cudaSetDevice(d->index);
-  if (e != cudaSuccess) cudaGetLastError();
-  return e;
-}
+ * synchronisation, cudaMemGetInfo). Never on the cache-hit path. */
+static cudaError_t dev_set(const dev_state *d) { return cuda_use_device_rt(d->index); }
 
 /* Lock and lazily initialise device state. */
 static dev_state *lock_dev(int device) {
@@ -835,7 +830,7 @@ void cuda_caching_forget_stream(int device, cudaStream_t s) {
 
 ingot_status cuda_caching_stats(int device, ingot_memory_stats *out) {
   if (!valid_device(device)) return ingot_set_error(INGOT_ERR_DEVICE, "memory_stats: bad device");
-  if (cuda_check(cudaSetDevice(device), "cudaSetDevice")) return ingot_last_status();
+  if (cuda_use_device(device)) return ingot_last_status();
   dev_state *d = lock_dev(device);
   *out = d->st;
   out->memory_limit = (int64_t)(d->fraction * (double)d->total_mem);
@@ -845,7 +840,7 @@ ingot_status cuda_caching_stats(int device, ingot_memory_stats *out) {
 
 ingot_status cuda_caching_reset_peaks(int device) {
   if (!valid_device(device)) return ingot_set_error(INGOT_ERR_DEVICE, "reset_peak: bad device");
-  if (cuda_check(cudaSetDevice(device), "cudaSetDevice")) return ingot_last_status();
+  if (cuda_use_device(device)) return ingot_last_status();
   dev_state *d = lock_dev(device);
   d->st.peak_allocated_bytes = d->st.allocated_bytes;
   d->st.peak_requested_bytes = d->st.requested_bytes;
@@ -859,7 +854,7 @@ ingot_status cuda_caching_empty_cache(int device) {
   if (!valid_device(device)) return ingot_set_error(INGOT_ERR_DEVICE, "empty_cache: bad device");
   if (capture_pool[device])
     return ingot_set_error(INGOT_ERR_ARG, "empty_cache: not allowed during graph capture");
-  if (cuda_check(cudaSetDevice(device), "cudaSetDevice")) return ingot_last_status();
+  if (cuda_use_device(device)) return ingot_last_status();
   dev_state *d = lock_dev(device);
   release_cached(d);
   unlock_dev(device);
@@ -871,7 +866,7 @@ ingot_status cuda_caching_set_fraction(int device, double fraction) {
   if (!(fraction > 0.0 && fraction <= 1.0))
     return ingot_set_error(INGOT_ERR_ARG, "set_memory_fraction: fraction must be in (0, 1], got %g",
                            fraction);
-  if (cuda_check(cudaSetDevice(device), "cudaSetDevice")) return ingot_last_status();
+  if (cuda_use_device(device)) return ingot_last_status();
   dev_state *d = lock_dev(device);
   d->fraction = fraction;
   d->st.memory_limit = (int64_t)(fraction * (double)d->total_mem);

@@ -80,7 +80,7 @@ static bool host_pinned(const void *p) {
  * a graph capture nothing may wait: the copy is captured as it is. */
 static ingot_status cuda_copy(int index, void *dst, const void *src, size_t n,
                               enum cudaMemcpyKind kind) {
-  ingot_status st = cuda_check(cudaSetDevice(index), "cudaSetDevice");
+  ingot_status st = cuda_use_device(index);
   if (st) return st;
   cudaStream_t s = cuda_current_stream(index);
   st = cuda_check(cudaMemcpyAsync(dst, src, n, kind, s), "cudaMemcpyAsync");
@@ -100,7 +100,7 @@ static ingot_status cuda_on_device(int index, void *dst, const void *src, size_t
 }
 
 static ingot_status cuda_sync(int index) {
-  ingot_status st = cuda_check(cudaSetDevice(index), "cudaSetDevice");
+  ingot_status st = cuda_use_device(index);
   return st ? st : cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 }
 
@@ -110,7 +110,7 @@ static ingot_status k_fill(ingot_op_args *a) {
   store_f64(t->dtype, pattern, a->farg[0]);
   int64_t n = ingot_numel(t);
   if (n == 0) return INGOT_OK;
-  ingot_status st = cuda_check(cudaSetDevice(t->device.index), "cudaSetDevice");
+  ingot_status st = cuda_use_device(t->device.index);
   if (st) return st;
   return cuda_check(
       cuda_fill_pattern(ingot_tensor_data(t), pattern, (int)ingot_dtype_size(t->dtype), n,
@@ -122,7 +122,7 @@ static ingot_status k_copy(ingot_op_args *a) {
   ingot_tensor *dst = a->out[0], *src = a->in[0];
   int64_t n = ingot_numel(dst);
   if (n == 0) return INGOT_OK;
-  ingot_status st = cuda_check(cudaSetDevice(dst->device.index), "cudaSetDevice");
+  ingot_status st = cuda_use_device(dst->device.index);
   if (st) return st;
   if (dst->dtype == src->dtype && ingot_is_contiguous(dst) && ingot_is_contiguous(src))
     return cuda_check(
@@ -143,7 +143,7 @@ static ingot_status k_copy(ingot_op_args *a) {
 
 static ingot_status k_generate(ingot_op_args *a) {
   ingot_tensor *out = a->out[0];
-  ingot_status st = cuda_check(cudaSetDevice(out->device.index), "cudaSetDevice");
+  ingot_status st = cuda_use_device(out->device.index);
   if (st) return st;
   return cuda_check(cuda_generate(ingot_tensor_data(out), a->op, out->dtype, ingot_numel(out),
                                   out->ndim == 2 ? out->shape[1] : 0, a->farg, a->iarg,

@@ -39,6 +39,11 @@ ingot_status cuda_check_index_range(const char *op, const ingot_tensor *idx, int
 
 /* Map a CUDA error to an ingot status and message (INGOT_OK on success). */
 ingot_status cuda_check(cudaError_t err, const char *what);
+/* Make device current for this thread: cudaSetDevice only when cudaGetDevice
+ * (a thread-local read in the runtime) says another one is (src/cuda/stream.c).
+ * The _rt form returns the CUDA error (cleared) and sets no message. */
+ingot_status cuda_use_device(int device);
+cudaError_t cuda_use_device_rt(int device);
 /* Shape and per-operand strides (elements) of a two-operand op. */
 typedef struct cuda_geom2 {
   int ndim;

@@ -511,7 +511,7 @@ struct Launch {
 
 static ingot_status begin(ingot_op_args *a, Launch *L) {
   L->device = ingot_device_of(a->out[0]).index;
-  ingot_status st = cuda_check(cudaSetDevice(L->device), "cudaSetDevice");
+  ingot_status st = cuda_use_device(L->device);
   L->stream = stream_of(a->out[0]);
   return st;
 }

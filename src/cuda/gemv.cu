@@ -30,7 +30,7 @@
 // C = 2, U = 8 when a row is at most 256 chunks (k <= 2048 for 16-bit types), else
 // C = 1, U = 16 (finer column tiles balance the warps better on long rows). Small m
 // with rows over 1024 chunks stays on the general kernel (its block-splits-k mode).
-// Occupancy queries are cached per kernel (host cost per call: cudaSetDevice + one
+// Occupancy queries are cached per kernel (host cost per call: cuda_use_device + one
 // launch + cudaGetLastError).
 // No host sync; launches on the output's current stream (graph-capturable).
 #include <cuda_fp16.h>
@@ -533,7 +533,7 @@ ingot_status run(GemvParams &p, ingot_dtype wdt, const ingot_tensor *wt, ingot_t
   *done = true;
   if (p.m == 0 || p.rows == 0) return INGOT_OK;
   int dev = ingot_device_of(out).index;
-  ingot_status st = cuda_check(cudaSetDevice(dev), "cudaSetDevice");
+  ingot_status st = cuda_use_device(dev);
   if (st) return st;
   cudaStream_t s = stream_of(out);
   (void)wt;

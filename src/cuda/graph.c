@@ -32,7 +32,7 @@ ingot_status cuda_graph_begin(int index, void *stream) {
   if (open_pool[index])
     return ingot_set_error(INGOT_ERR_ARG, "graph_begin: this thread is already capturing on "
                            "cuda:%d", index);
-  ingot_status st = cuda_check(cudaSetDevice(index), "cudaSetDevice");
+  ingot_status st = cuda_use_device(index);
   if (st) return st;
   cuda_pool *pool = cuda_pool_create(index);
   if (!pool) return ingot_last_status();
@@ -83,7 +83,7 @@ ingot_status cuda_graph_end(int index, void *stream, void **out) {
 
 ingot_status cuda_graph_replay(int index, void *graph, void *stream) {
   cuda_graph *cg = graph;
-  ingot_status st = cuda_check(cudaSetDevice(index), "cudaSetDevice");
+  ingot_status st = cuda_use_device(index);
   return st ? st : cuda_check(cudaGraphLaunch(cg->exec, (cudaStream_t)stream), "cudaGraphLaunch");
 }
 

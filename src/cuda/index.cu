@@ -105,9 +105,7 @@ __device__ __forceinline__ f8e5m2_t add_el(f8e5m2_t x, f8e5m2_t y) {
 
 const int kThreads = 256;
 
-ingot_status set_device(const ingot_tensor *t) {
-  return cuda_check(cudaSetDevice(ingot_device_of(t).index), "cudaSetDevice");
-}
+ingot_status set_device(const ingot_tensor *t) { return cuda_use_device(ingot_device_of(t).index); }
 
 void contiguous_strides(int nd, const int64_t *shape, int64_t *st) {
   int64_t s = 1;

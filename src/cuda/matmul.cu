@@ -533,7 +533,7 @@ ingot_status matmul_lt(ingot_tensor *A, ingot_tensor *Bm, ingot_tensor *C, int d
 ingot_status k_matmul(ingot_op_args *a) {
   ingot_tensor *A = a->in[0], *Bm = a->in[1], *C = a->out[0];
   int dev = ingot_device_of(C).index;
-  ingot_status st = cuda_check(cudaSetDevice(dev), "cudaSetDevice");
+  ingot_status st = cuda_use_device(dev);
   if (st) return st;
   cudaStream_t s = stream_of(C);
   int64_t numel = ingot_numel(C);
@@ -625,7 +625,7 @@ cudaDataType_t lt_out_type(ingot_dtype dt) {
 ingot_status k_scaled_mm(ingot_op_args *a) {
   ingot_tensor *A = a->in[0], *Bm = a->in[1], *out = a->out[0];
   int dev = ingot_device_of(out).index;
-  ingot_status st = cuda_check(cudaSetDevice(dev), "cudaSetDevice");
+  ingot_status st = cuda_use_device(dev);
   if (st) return st;
   cudaStream_t s = stream_of(out);
   const int64_t m = ingot_shape(A)[0], k = ingot_shape(A)[1], n = ingot_shape(Bm)[1];

@@ -408,7 +408,7 @@ ingot_status launch_reduce(const ingot_op_args *a, const RPlan &pl, const RCtx &
 ingot_status k_reduce(ingot_op_args *a) {
   const ingot_tensor *in = a->in[0];
   int dev = ingot_device_of(in).index;
-  ingot_status rc = cuda_check(cudaSetDevice(dev), "cudaSetDevice");
+  ingot_status rc = cuda_use_device(dev);
   if (rc) return rc;
   ingot_dtype dt = ingot_dtype_of(in);
   RPlan pl;

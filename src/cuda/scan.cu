@@ -196,7 +196,7 @@ ingot_status launch_scan(const ingot_op_args *a, const Lines &l, cudaStream_t st
 ingot_status k_scan(ingot_op_args *a) {
   const ingot_tensor *in = a->in[0];
   int dev = ingot_device_of(in).index;
-  ingot_status rc = cuda_check(cudaSetDevice(dev), "cudaSetDevice");
+  ingot_status rc = cuda_use_device(dev);
   if (rc) return rc;
   Lines l = make_lines(in, a->out[0], (int)a->iarg[0]);
   if (l.count == 0 || l.len == 0) return INGOT_OK;

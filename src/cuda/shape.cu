@@ -120,9 +120,7 @@ MapGeom identity_geom(const ingot_tensor *out, const ingot_tensor *in) {
 
 int elem_size(const ingot_tensor *t) { return (int)ingot_dtype_size(ingot_dtype_of(t)); }
 
-ingot_status set_device(const ingot_tensor *t) {
-  return cuda_check(cudaSetDevice(ingot_device_of(t).index), "cudaSetDevice");
-}
+ingot_status set_device(const ingot_tensor *t) { return cuda_use_device(ingot_device_of(t).index); }
 
 ingot_status k_cat(ingot_op_args *a) {
   ingot_tensor *out = a->out[0];

@@ -874,7 +874,7 @@ ingot_status k_sort_topk(ingot_op_args *a) {
   int64_t numel = ingot_numel(t);
   if (numel == 0 || m == 0) return INGOT_OK;
   int dev = ingot_device_of(t).index;
-  if (ingot_status st = cuda_check(cudaSetDevice(dev), "cudaSetDevice")) return st;
+  if (ingot_status st = cuda_use_device(dev)) return st;
   cudaStream_t s = stream_of(t);
   int64_t rows = 0;
   RowGeom g = make_rows(a, d, &rows);

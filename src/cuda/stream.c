@@ -31,7 +31,22 @@ void cuda_scratch_free(int device, void *p, cudaStream_t s) {
   cuda_caching_free(device, p);
 }
 
-static ingot_status set_dev(int index) { return cuda_check(cudaSetDevice(index), "cudaSetDevice"); }
+/* Not a cached copy of our own: other code in the process (user kernels, other
+ * libraries) may set the device behind our back, and the runtime's own
+ * thread-local answer costs nanoseconds, where cudaSetDevice costs far more. */
+cudaError_t cuda_use_device_rt(int device) {
+  int cur = -1;
+  if (cudaGetDevice(&cur) == cudaSuccess && cur == device) return cudaSuccess;
+  cudaError_t e = cudaSetDevice(device);
+  if (e != cudaSuccess) cudaGetLastError();
+  return e;
+}
+
+ingot_status cuda_use_device(int device) {
+  return cuda_check(cuda_use_device_rt(device), "cudaSetDevice");
+}
+
+static ingot_status set_dev(int index) { return cuda_use_device(index); }
 
 static ingot_status rt_stream_create(int index, void **out) {
   ingot_status st = set_dev(index);

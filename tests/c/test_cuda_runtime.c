@@ -1,9 +1,11 @@
 /* The CUDA runtime through the public API: caching-allocator statistics
  * across alloc/free/split/merge, stream-ordered reuse, empty_cache, the
  * memory-fraction limit, out of memory, streams and events, device graphs
- * (capture, private pool, replay with new inputs) and pinned memory.
+ * (capture, private pool, replay with new inputs; softmax and top-k of the
+ * decode vocabulary replayed against eager) and pinned memory.
  * Exits 77 ("skipped: no CUDA device") without a CUDA device. The stats
  * test runs first, while nothing else is allocated. */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -417,6 +419,73 @@ static void test_pinned(void) {
   ingot_release(z);
 }
 
+/* True when a and b hold the same bytes (same shape and dtype, contiguous). */
+static bool same_bytes(const ingot_tensor *a, const ingot_tensor *b) {
+  size_t n = (size_t)ingot_numel(a) * ingot_dtype_size(ingot_dtype_of(a));
+  if (ingot_numel(b) != ingot_numel(a) || ingot_dtype_of(b) != ingot_dtype_of(a)) return false;
+  char *ha = malloc(n), *hb = malloc(n);
+  bool ok = ha && hb && ingot_to_host(a, ha, n) == INGOT_OK &&
+            ingot_to_host(b, hb, n) == INGOT_OK && memcmp(ha, hb, n) == 0;
+  free(ha);
+  free(hb);
+  return ok;
+}
+
+/* Same float32 shape and every element within rtol of b (relative to |b|,
+ * plus 1e-30 absolute: softmax values are positive and may be tiny). */
+static bool close_f32(const ingot_tensor *a, const ingot_tensor *b, float rtol) {
+  int64_t n = ingot_numel(a);
+  if (ingot_numel(b) != n || ingot_dtype_of(a) != INGOT_F32 || ingot_dtype_of(b) != INGOT_F32)
+    return false;
+  float *ha = malloc((size_t)n * sizeof *ha), *hb = malloc((size_t)n * sizeof *hb);
+  bool ok = ha && hb && ingot_to_host(a, ha, (size_t)n * sizeof *ha) == INGOT_OK &&
+            ingot_to_host(b, hb, (size_t)n * sizeof *hb) == INGOT_OK;
+  for (int64_t i = 0; ok && i < n; i++) ok = fabsf(ha[i] - hb[i]) <= rtol * fabsf(hb[i]) + 1e-30f;
+  free(ha);
+  free(hb);
+  return ok;
+}
+
+/* The decode vocabulary ops (softmax, top-8) captured in a graph and replayed
+ * on new inputs give the eager results (top-k exactly: selection is exact;
+ * softmax within 1e-5: a capture may take another launch plan than eager),
+ * at 1 and 64 rows of 151936. */
+static void test_graph_vocab_ops(void) {
+  for (int64_t rows = 1; rows <= 64; rows *= 64) {
+    int64_t shape[2] = {rows, 151936};
+    ingot_tensor *x = ingot_randn(2, shape, INGOT_F32, G);
+    ingot_stream *s = ingot_stream_create(G);
+    CHECK_EQ_INT(ingot_set_current_stream(s), INGOT_OK);
+    CHECK_EQ_INT(ingot_graph_begin(G), INGOT_OK);
+    ingot_tensor *sm = ingot_softmax(x, -1), *idx = NULL;
+    ingot_tensor *tv = ingot_topk(x, 8, -1, true, true, &idx);
+    ingot_graph *g = ingot_graph_end(G);
+    CHECK(g && sm && tv && idx);
+    for (int round = 0; round < 2 && g; round++) {
+      ingot_tensor *nx = ingot_randn(2, shape, INGOT_F32, G);
+      CHECK_EQ_INT(ingot_copy_(x, nx), INGOT_OK);
+      CHECK_EQ_INT(ingot_graph_replay(g), INGOT_OK);
+      ingot_tensor *esm = ingot_softmax(nx, -1), *eidx = NULL;
+      ingot_tensor *etv = ingot_topk(nx, 8, -1, true, true, &eidx);
+      CHECK(close_f32(sm, esm, 1e-5f));
+      CHECK(same_bytes(tv, etv));
+      CHECK(same_bytes(idx, eidx));
+      ingot_release(esm);
+      ingot_release(etv);
+      ingot_release(eidx);
+      ingot_release(nx);
+    }
+    CHECK_EQ_INT(ingot_stream_synchronize(s), INGOT_OK);
+    ingot_release(sm);
+    ingot_release(tv);
+    ingot_release(idx);
+    ingot_graph_destroy(g);
+    CHECK_EQ_INT(ingot_set_current_stream(ingot_default_stream(G)), INGOT_OK);
+    ingot_stream_destroy(s);
+    ingot_release(x);
+  }
+}
+
 int main(void) {
   if (ingot_device_count(INGOT_DEVICE_CUDA) == 0) {
     printf("skipped: no CUDA device\n");
@@ -430,6 +499,7 @@ int main(void) {
   test_fraction_and_oom();
   test_streams_events();
   test_graph();
+  test_graph_vocab_ops();
   test_pinned();
   CHECK_EQ_INT(ingot_live_tensors(), live0);
   CHECK_EQ_INT(ingot_synchronize(G), INGOT_OK);

@@ -313,6 +313,28 @@ def test_softmax_vocab(op, rows):
 
 @pytest.mark.parametrize("op", ["softmax", "log_softmax"])
 @pytest.mark.parametrize("dt", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("rows", [1, 64])
+def test_softmax_vocab_special(op, dt, rows):
+    """The decode shapes (single-launch sliced path) with NaN, +-inf, all -inf, all equal and
+    -inf-prefixed rows and spikes at a slice boundary, at 151936 and an odd 151937 (unaligned
+    rows: scalar heads and tails), and a slice of a wider row (offset view, aligned rows)."""
+    for V in [151936, 151937]:
+        a = (rng.standard_normal((rows, V)) * 10).astype(np.float32)
+        a[0, V // 3] = np.nan if rows == 1 else a[0, V // 3]
+        if rows > 1:
+            a[1, 5] = np.nan
+            a[2, :] = -np.inf
+            a[3, V - 1] = np.inf
+            a[4, : V // 2] = -np.inf
+            a[5, :] = 0.0
+            a[6, 9495:9497] = 1e30  # around a slice boundary
+        diff("ingot_" + op, tensor(a.astype(NP[dt])), 1)
+    w = (rng.standard_normal((rows, 151936 + 8)) * 10).astype(NP[dt])
+    diff("ingot_" + op, call("ingot_narrow", tensor(w), 1, 8, 151936), 1)
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("dt", ["float32", "bfloat16", "float16"])
 def test_softmax_long_rows(op, dt):
     """Few long rows (the single-launch cooperative path): 3 rows of an odd length, a NaN
     in one row and a -inf prefix in another, plus an offset (misaligned) view."""
