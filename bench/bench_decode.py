@@ -64,6 +64,8 @@ def ingot_lib():
 
 
 def model_path():
+    if os.environ.get("INGOT_SMOLLM2_GGUF"):  # the GPU machine (scripts/gpu-model.py)
+        return os.environ["INGOT_SMOLLM2_GGUF"]
     out = subprocess.run(["bash", os.path.join(ROOT, "scripts", "fetch-model")], check=True,
                          capture_output=True, text=True)
     return os.path.join(ROOT, out.stdout.strip().splitlines()[-1])
@@ -159,7 +161,7 @@ STATS = re.compile(r"prompt: (\d+) tokens, ([\d.]+) tok/s; decode: (\d+) tokens,
 
 def run_cli(path, text, new, device, graph):
     """One `ingot generate` run: (prompt tokens, prompt tok/s, decode tokens, decode tok/s)."""
-    cli = os.path.join(ROOT, "build", "bin", "ingot")
+    cli = os.path.join(os.path.dirname(os.path.abspath(LIB)), "bin", "ingot")
     env = dict(os.environ)
     env.pop("INGOT_NO_GRAPH", None)
     if not graph:
