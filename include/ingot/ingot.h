@@ -8,6 +8,7 @@
 #include "error.h"
 #include "gguf.h"
 #include "model.h"
+#include "moe.h"
 #include "ops.h"
 #include "quant.h"
 #include "safetensors.h"

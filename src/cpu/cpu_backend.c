@@ -78,4 +78,5 @@ void cpu_backend_init(ingot_backend *be) {
   cpu_register_index(be);
   cpu_register_sort(be);
   cpu_register_scaled_mm(be);
+  cpu_register_moe(be);
 }

@@ -177,4 +177,5 @@ void cuda_backend_init(ingot_backend *be) {
   cuda_register_index(be);
   cuda_register_sort(be);
   cuda_register_matmul(be);
+  cuda_register_moe(be);
 }

@@ -26,6 +26,7 @@ void cuda_register_shape(ingot_backend *be);
 void cuda_register_index(ingot_backend *be);
 void cuda_register_sort(ingot_backend *be);
 void cuda_register_matmul(ingot_backend *be);
+void cuda_register_moe(ingot_backend *be);
 
 /* Map a CUDA error to an ingot status and message (INGOT_OK on success). */
 ingot_status cuda_check(cudaError_t err, const char *what);
