@@ -47,9 +47,9 @@ typedef float _Complex c64_t;
 typedef double _Complex c128_t;
 
 /* X(dtype enum, C type) for every dtype computed natively. */
-#define CPU_INT_TYPES(X) \
-  X(INGOT_U8, uint8_t)   \
-  X(INGOT_I8, int8_t) X(INGOT_I16, int16_t) X(INGOT_I32, int32_t) X(INGOT_I64, int64_t)
+#define CPU_INT_TYPES(X)                                                                   \
+  X(INGOT_U8, uint8_t) X(INGOT_I8, int8_t) X(INGOT_I16, int16_t) X(INGOT_I32, int32_t)     \
+  X(INGOT_I64, int64_t)
 #define CPU_FLOAT_TYPES(X) X(INGOT_F32, float) X(INGOT_F64, double)
 #define CPU_COMPLEX_TYPES(X) X(INGOT_C64, c64_t) X(INGOT_C128, c128_t)
 

@@ -52,14 +52,14 @@ constexpr int kMaxRows = 8;
 struct GemvParams {
   const void *w;  // W row j starts at w + j * ldw elements
   int64_t ldw;
-  const void *x;              // X row r = (b, i): x + b * xsb + i * xsn, elements along k at xsk
+  const void *x;  // X row r = (b, i): x + b * xsb + i * xsn, elements along k at xsk
   int64_t xsb, xsn, xsk, xn;  // xn = rows per batch (r = b * xn + i)
   int x_dt;
   void *out;  // out row r at out + r * m (contiguous)
   int out_dt;
   int rows;  // n <= R
   int64_t k, m;
-  int64_t nch;      // ceil(k / VEC): float4 pieces of the interleaved X layout
+  int64_t nch;  // ceil(k / VEC): float4 pieces of the interleaved X layout
   const float *sa;  // scale_a: NULL, or sa[r * sa_s] (sa_s = 0: tensorwise)
   int64_t sa_s;
   const float *sb;  // scale_b: NULL, or sb[j * sb_s]
@@ -73,18 +73,12 @@ struct GemvParams {
 
 __device__ __forceinline__ float load_f(const void *p, int dt, int64_t i) {
   switch (dt) {
-    case INGOT_F32:
-      return static_cast<const float *>(p)[i];
-    case INGOT_BF16:
-      return to_acc(static_cast<const bf16_t *>(p)[i]);
-    case INGOT_F16:
-      return to_acc(static_cast<const f16_t *>(p)[i]);
-    case INGOT_F8E4M3FN:
-      return to_acc(static_cast<const f8e4m3_t *>(p)[i]);
-    case INGOT_F8E5M2:
-      return to_acc(static_cast<const f8e5m2_t *>(p)[i]);
-    default:
-      return 0.f;
+    case INGOT_F32: return static_cast<const float *>(p)[i];
+    case INGOT_BF16: return to_acc(static_cast<const bf16_t *>(p)[i]);
+    case INGOT_F16: return to_acc(static_cast<const f16_t *>(p)[i]);
+    case INGOT_F8E4M3FN: return to_acc(static_cast<const f8e4m3_t *>(p)[i]);
+    case INGOT_F8E5M2: return to_acc(static_cast<const f8e5m2_t *>(p)[i]);
+    default: return 0.f;
   }
 }
 
@@ -94,31 +88,22 @@ __device__ __forceinline__ void store_out(const GemvParams &p, int r, int64_t j,
   if (p.bias) v += load_f(p.bias, p.bias_dt, r * p.bias_sr + j * p.bias_sj);
   int64_t o = r * p.m + j;
   switch (p.out_dt) {
-    case INGOT_F32:
-      static_cast<float *>(p.out)[o] = v;
-      break;
-    case INGOT_BF16:
-      static_cast<bf16_t *>(p.out)[o] = from_acc<bf16_t>(v);
-      break;
-    case INGOT_F16:
-      static_cast<f16_t *>(p.out)[o] = from_acc<f16_t>(v);
-      break;
-    default:
-      break;
+    case INGOT_F32: static_cast<float *>(p.out)[o] = v; break;
+    case INGOT_BF16: static_cast<bf16_t *>(p.out)[o] = from_acc<bf16_t>(v); break;
+    case INGOT_F16: static_cast<f16_t *>(p.out)[o] = from_acc<f16_t>(v); break;
+    default: break;
   }
 }
 
 // Index in the staged X row of element kk: piece q of chunk c at (q*nch + c)*4.
-template <int VEC>
-__device__ __forceinline__ int64_t xidx(int64_t kk, int64_t nch) {
+template <int VEC> __device__ __forceinline__ int64_t xidx(int64_t kk, int64_t nch) {
   int64_t c = kk / VEC;
   int rem = (int)(kk % VEC);
   return ((rem >> 2) * nch + c) * 4 + (rem & 3);
 }
 
-template <class WT, int R>
-struct Tune {
-  static constexpr int C = 2;               // columns per tile
+template <class WT, int R> struct Tune {
+  static constexpr int C = 2;             // columns per tile
   static constexpr int U = R <= 4 ? 4 : 2;  // chunks per column in flight
 };
 
@@ -272,8 +257,8 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
 // Loads of one step: chunks cl, cl + 32, ..., cl + 32 * (U - 1) of columns j0 .. j0 + C - 1
 // (cl = step start + lane); chunks past the row and columns past m read as zeros.
 template <int U, int C>
-__device__ __forceinline__ void load_step(uint4 (&wv)[U][C], const uint4 *w, int64_t ldc, int64_t m,
-                                          int64_t nch, int64_t j0, int64_t cl) {
+__device__ __forceinline__ void load_step(uint4 (&wv)[U][C], const uint4 *w, int64_t ldc,
+                                          int64_t m, int64_t nch, int64_t j0, int64_t cl) {
 #pragma unroll
   for (int cc = 0; cc < C; cc++) {
     const bool ok = j0 + cc < m;
@@ -288,10 +273,10 @@ __device__ __forceinline__ void load_step(uint4 (&wv)[U][C], const uint4 *w, int
 
 template <class WT, int C>
 __global__ void __launch_bounds__(kThreads, 2) gemv1_kernel(GemvParams p) {
-  constexpr int U = 16 / C;        // 16 loads of 16 bytes in flight per lane
+  constexpr int U = 16 / C;  // 16 loads of 16 bytes in flight per lane
   extern __shared__ uint4 xraw[];  // X row, raw: chunk c = elements [c*VEC, c*VEC + VEC)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t nch = p.nch, m = p.m;         // nch = k / VEC exactly (checked by the host)
+  const int64_t nch = p.nch, m = p.m;  // nch = k / VEC exactly (checked by the host)
   const int64_t ldc = p.ldw / Wfmt<WT>::VEC;  // row stride in chunks (rows 16-byte aligned)
   const int64_t tiles = (m + C - 1) / C, nwarps = (int64_t)gridDim.x * kWarps;
   const uint4 *w = static_cast<const uint4 *>(p.w);
@@ -371,8 +356,8 @@ int occupancy(K kern, int dev, size_t smem, std::atomic<uint64_t> &cache) {
   if (dev >= 0 && dev < 0xffff && smem < ((size_t)1 << 32) && (v & ~(uint64_t)0xffff) == key)
     return (int)(v & 0xffff);
   int per_sm = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, kThreads, smem) != cudaSuccess ||
-      per_sm < 1) {
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, kThreads, smem) !=
+          cudaSuccess || per_sm < 1) {
     cudaGetLastError();
     return 1;
   }
@@ -411,8 +396,7 @@ ingot_status launch_r(GemvParams &p, int dev, cudaStream_t s) {
   return launch_status("gemv kernel");
 }
 
-template <class WT>
-ingot_status launch_w(GemvParams &p, int dev, cudaStream_t s) {
+template <class WT> ingot_status launch_w(GemvParams &p, int dev, cudaStream_t s) {
   if (p.rows <= 1) return launch_r<WT, 1>(p, dev, s);
   if (p.rows <= 2) return launch_r<WT, 2>(p, dev, s);
   if (p.rows <= 4) return launch_r<WT, 4>(p, dev, s);
@@ -441,24 +425,17 @@ ingot_status launch_1c(GemvParams &p, int dev, cudaStream_t s, bool *used) {
   return launch_status("gemv1 kernel");
 }
 
-template <class WT>
-ingot_status launch_1(GemvParams &p, int dev, cudaStream_t s, bool *used) {
+template <class WT> ingot_status launch_1(GemvParams &p, int dev, cudaStream_t s, bool *used) {
   if (p.nch <= 256) return launch_1c<WT, 2>(p, dev, s, used);
   return launch_1c<WT, 1>(p, dev, s, used);
 }
 
 int vec_of(ingot_dtype dt) {
   switch (dt) {
-    case INGOT_F32:
-      return 4;
-    case INGOT_BF16:
-    case INGOT_F16:
-      return 8;
-    case INGOT_F8E4M3FN:
-    case INGOT_F8E5M2:
-      return 16;
-    default:
-      return 0;
+    case INGOT_F32: return 4;
+    case INGOT_BF16: case INGOT_F16: return 8;
+    case INGOT_F8E4M3FN: case INGOT_F8E5M2: return 16;
+    default: return 0;
   }
 }
 
@@ -507,38 +484,25 @@ ingot_status run(GemvParams &p, ingot_dtype wdt, const ingot_tensor *wt, ingot_t
   (void)wt;
   // One-row fast path: X of the weight's (non-f8) dtype, contiguous and aligned like W,
   // k a whole number of 16-byte chunks, X fits the default 48 KB of shared memory.
-  if (p.rows == 1 && p.vec && p.x_dt == (int)wdt && !is_f8(wdt) && p.k > 0 && p.k % vec == 0 &&
-      p.xsk == 1 && (uintptr_t)p.x % 16 == 0 && (size_t)p.nch * 16 <= 48 * 1024) {
+  if (p.rows == 1 && p.vec && p.x_dt == (int)wdt && !is_f8(wdt) && p.k > 0 &&
+      p.k % vec == 0 && p.xsk == 1 && (uintptr_t)p.x % 16 == 0 &&
+      (size_t)p.nch * 16 <= 48 * 1024) {
     bool used = false;
     switch (wdt) {
-      case INGOT_F32:
-        st = launch_1<float>(p, dev, s, &used);
-        break;
-      case INGOT_BF16:
-        st = launch_1<bf16_t>(p, dev, s, &used);
-        break;
-      case INGOT_F16:
-        st = launch_1<f16_t>(p, dev, s, &used);
-        break;
-      default:
-        break;
+      case INGOT_F32: st = launch_1<float>(p, dev, s, &used); break;
+      case INGOT_BF16: st = launch_1<bf16_t>(p, dev, s, &used); break;
+      case INGOT_F16: st = launch_1<f16_t>(p, dev, s, &used); break;
+      default: break;
     }
     if (st || used) return st;
   }
   switch (wdt) {
-    case INGOT_F32:
-      return launch_w<float>(p, dev, s);
-    case INGOT_BF16:
-      return launch_w<bf16_t>(p, dev, s);
-    case INGOT_F16:
-      return launch_w<f16_t>(p, dev, s);
-    case INGOT_F8E4M3FN:
-      return launch_w<f8e4m3_t>(p, dev, s);
-    case INGOT_F8E5M2:
-      return launch_w<f8e5m2_t>(p, dev, s);
-    default:
-      *done = false;
-      return INGOT_OK;
+    case INGOT_F32: return launch_w<float>(p, dev, s);
+    case INGOT_BF16: return launch_w<bf16_t>(p, dev, s);
+    case INGOT_F16: return launch_w<f16_t>(p, dev, s);
+    case INGOT_F8E4M3FN: return launch_w<f8e4m3_t>(p, dev, s);
+    case INGOT_F8E5M2: return launch_w<f8e5m2_t>(p, dev, s);
+    default: *done = false; return INGOT_OK;
   }
 }
 
