@@ -10,7 +10,7 @@ magnitude of the result's factors.
 import numpy as np
 import pytest
 
-from ingot_ctypes import CPU, IngotError, call, out_ptr, take, tensor, to_numpy, transposed
+from ingot_ctypes import IngotError, call, out_ptr, take, tensor, to_numpy, transposed
 from moe_ref import (BF16, F8, F16, F32, WDTS, down_ref, dot_tol, gate_up_ref, rand_ids,
                      rand_weights, route_ref)
 
