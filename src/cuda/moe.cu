@@ -2,9 +2,9 @@
 // reference is src/cpu/moe.c). Nothing here waits for the device or reads
 // ids on the host: every launch is on the current stream and capturable.
 //
-// ROUTE: a block per token: the row's logits in shared memory as f32, k
-//   rounds of a block arg-max (NaN largest, ties to the lower id), a block
-//   sum of expf(x - max) in a fixed order, then thread 0 writes the weights.
+// ROUTE: a warp per token: the row's logits in shared memory as f32, k
+//   rounds of a warp arg-max (NaN largest, ties to the lower id), a warp sum
+//   of expf(x - max) in a fixed order, lanes write the weights.
 // GATE_UP / DOWN for T <= 8 (decode): expert GEMV kernels that read only the
 //   chosen experts' rows with 16-byte streaming loads and f32 accumulation;
 //   an expert chosen by several tokens is read once and applied to all of
@@ -34,7 +34,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kRouteThreads = 128;
 constexpr int kGemvTokens = 8;               // T <= 8 takes the GEMV kernels
 constexpr int kGemvSlots = 64;               // ... when T*k <= 64
 constexpr size_t kGemvSmem = 160 * 1024;     // ... and the staged rows fit
@@ -51,24 +50,22 @@ __device__ __forceinline__ bool route_better(float a, int ia, float b, int ib) {
   return a > b || (a == b && ia < ib);
 }
 
+// A warp per token (blocks of one warp: no barriers, E limited only by shared memory).
 template <class T>
-__global__ void __launch_bounds__(kRouteThreads)
+__global__ void __launch_bounds__(32)
     route_kernel(const T *logits, int E, int k, bool renorm, float *wout, int32_t *ids) {
   extern __shared__ float rs[];  // E logits as f32, then E taken flags
   unsigned char *taken = reinterpret_cast<unsigned char *>(rs + E);
-  __shared__ float wv[kRouteThreads / 32];
-  __shared__ int wi[kRouteThreads / 32];
-  __shared__ float total;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int lane = threadIdx.x;
   const int64_t t = blockIdx.x;
   const T *row = logits + t * E;
   int32_t *id = ids + t * k;
-  for (int e = threadIdx.x; e < E; e += blockDim.x) rs[e] = to_acc(row[e]), taken[e] = 0;
-  __syncthreads();
+  for (int e = lane; e < E; e += 32) rs[e] = to_acc(row[e]), taken[e] = 0;
+  __syncwarp();
   for (int j = 0; j < k; j++) {
     float bv = 0.f;
     int bi = -1;
-    for (int e = threadIdx.x; e < E; e += blockDim.x)
+    for (int e = lane; e < E; e += 32)
       if (!taken[e] && route_better(rs[e], e, bv, bi)) bv = rs[e], bi = e;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
@@ -76,32 +73,21 @@ __global__ void __launch_bounds__(kRouteThreads)
       int oi = __shfl_xor_sync(0xffffffffu, bi, o);
       if (route_better(ov, oi, bv, bi)) bv = ov, bi = oi;
     }
-    if (lane == 0) wv[warp] = bv, wi[warp] = bi;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      for (int w = 1; w < kRouteThreads / 32; w++)
-        if (route_better(wv[w], wi[w], wv[0], wi[0])) wv[0] = wv[w], wi[0] = wi[w];
-      taken[wi[0]] = 1;
-      id[j] = wi[0];
-    }
-    __syncthreads();
+    // Every lane now holds the same winner.
+    if (lane == 0) taken[bi] = 1, id[j] = bi;
+    __syncwarp();
   }
-  const float m = rs[id[0]];  // written by thread 0 before the last barrier
+  const float m = rs[id[0]];
   float s = 0.f;
-  for (int e = threadIdx.x; e < E; e += blockDim.x) s += expf(rs[e] - m);
+  for (int e = lane; e < E; e += 32) s += expf(rs[e] - m);
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-  if (lane == 0) wv[warp] = s;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    total = 0.f;
-    for (int w = 0; w < kRouteThreads / 32; w++) total += wv[w];
-    float ks = 0.f;
-    float *w = wout + t * k;
-    for (int j = 0; j < k; j++) ks += (w[j] = expf(rs[id[j]] - m) / total);
-    if (renorm)
-      for (int j = 0; j < k; j++) w[j] /= ks;
-  }
+  float *w = wout + t * k, ks = 0.f;
+  for (int j = lane; j < k; j += 32) ks += (w[j] = expf(rs[id[j]] - m) / s);
+  if (!renorm) return;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) ks += __shfl_xor_sync(0xffffffffu, ks, o);
+  for (int j = lane; j < k; j += 32) w[j] /= ks;
 }
 
 // ---- shared pieces of the expert kernels ----
@@ -605,16 +591,16 @@ ingot_status k_route(ingot_op_args *a) {
   const void *l = ingot_tensor_data(L);
   switch (ingot_dtype_of(L)) {
     case INGOT_F32:
-      route_kernel<float><<<(unsigned)T, kRouteThreads, smem, s>>>((const float *)l, (int)E, k,
-                                                                   a->iarg[1] != 0, w, ids);
+      route_kernel<float>
+          <<<(unsigned)T, 32, smem, s>>>((const float *)l, (int)E, k, a->iarg[1] != 0, w, ids);
       break;
     case INGOT_BF16:
-      route_kernel<bf16_t><<<(unsigned)T, kRouteThreads, smem, s>>>((const bf16_t *)l, (int)E, k,
-                                                                    a->iarg[1] != 0, w, ids);
+      route_kernel<bf16_t>
+          <<<(unsigned)T, 32, smem, s>>>((const bf16_t *)l, (int)E, k, a->iarg[1] != 0, w, ids);
       break;
     case INGOT_F16:
-      route_kernel<f16_t><<<(unsigned)T, kRouteThreads, smem, s>>>((const f16_t *)l, (int)E, k,
-                                                                   a->iarg[1] != 0, w, ids);
+      route_kernel<f16_t>
+          <<<(unsigned)T, 32, smem, s>>>((const f16_t *)l, (int)E, k, a->iarg[1] != 0, w, ids);
       break;
     default:
       return ingot_set_error(INGOT_ERR_DTYPE, "moe_route: unsupported logits dtype");
