@@ -245,3 +245,13 @@ def test_layer_graph_capture_and_replay():
     finally:
         lib.ingot_graph_destroy(graph)
     del y
+
+
+def test_down_gemv_large_staging():
+    # T = 8, k = 8, I = 768: 196 KiB of h staged (the opt-in shared-memory size).
+    T, E, k, K, NI = 8, 64, 8, 72, 768
+    h = RNG.standard_normal((T, k, NI)).astype(np.float32)
+    w, _ = rand_weights(RNG, E, K, NI, BF16)
+    ids = rand_ids(RNG, T, k, E)
+    wts = RNG.uniform(0, 1, (T, k)).astype(np.float32)
+    diff("ingot_moe_down", tensor(h), tensor(w), None, tensor(ids), tensor(wts), tol=tol(k * NI, k))
