@@ -149,7 +149,11 @@ extern "C" {
   X(ROPE, "rope")                                                                          \
   X(KV_CACHE_WRITE, "kv_cache_write")                                                      \
   X(ATTENTION_CACHED, "attention_cached")                                                  \
-  X(SAMPLE_TOKENS, "sample_tokens")
+  X(SAMPLE_TOKENS, "sample_tokens")                                                        \
+  /* mixture of experts (src/core/ops_moe.c) */                                            \
+  X(MOE_ROUTE, "moe_route")                                                                \
+  X(MOE_GATE_UP, "moe_gate_up")                                                            \
+  X(MOE_DOWN, "moe_down")
 
 typedef enum ingot_op {
 #define INGOT_OP_ENUM(e, s) INGOT_OP_##e,

@@ -11,6 +11,7 @@
 #include "linalg.h"
 #include "model.h"
 #include "nn.h"
+#include "moe.h"
 #include "ops.h"
 #include "quant.h"
 #include "safetensors.h"

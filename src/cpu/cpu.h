@@ -72,5 +72,6 @@ void cpu_register_linalg_decomp(ingot_backend *be);
 void cpu_register_attention(ingot_backend *be);
 void cpu_register_sample(ingot_backend *be);
 void cpu_register_nn(ingot_backend *be);
+void cpu_register_moe(ingot_backend *be);
 
 #endif

@@ -83,4 +83,5 @@ void cpu_backend_init(ingot_backend *be) {
   cpu_register_attention(be);
   cpu_register_sample(be);
   cpu_register_nn(be);
+  cpu_register_moe(be);
 }

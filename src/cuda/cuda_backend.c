@@ -183,4 +183,5 @@ void cuda_backend_init(ingot_backend *be) {
   cuda_register_sample(be);
   cuda_register_nn(be);
   cuda_register_qgemv(be);
+  cuda_register_moe(be);
 }

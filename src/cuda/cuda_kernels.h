@@ -36,6 +36,7 @@ void cuda_register_qgemv(ingot_backend *be); /* qgemv.cu: QMATMUL, QGET_ROWS */
  * one small D2H copy and a sync, skipped while capturing or with
  * INGOT_CUDA_CHECK_INDICES=0). */
 ingot_status cuda_check_index_range(const char *op, const ingot_tensor *idx, int64_t size, int dim);
+void cuda_register_moe(ingot_backend *be);
 
 /* Map a CUDA error to an ingot status and message (INGOT_OK on success). */
 ingot_status cuda_check(cudaError_t err, const char *what);

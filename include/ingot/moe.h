@@ -1,0 +1,45 @@
+/* Mixture-of-experts ops: routing (softmax, top-k, renormalisation) and the
+ * grouped expert products of a gated FFN (gate/up with SiLU, down with the
+ * weighted sum over the chosen experts). Expert ids and weights stay on the
+ * device: no op here waits for it, so a whole MoE layer can be captured in a
+ * device graph. Weights are bf16, f16, f32 or f8e4m3fn (f8 with optional
+ * per-output-channel f32 scales); products accumulate in f32. */
+#ifndef INGOT_MOE_H
+#define INGOT_MOE_H
+
+#include <stdbool.h>
+
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Route tokens: softmax over the E logits of each of T rows (f32/bf16/f16
+ * [T,E], computed in f32), then the k largest probabilities (descending, ties
+ * to the lower id; a NaN logit counts as the largest and makes its row NaN).
+ * *weights = f32 [T,k] probabilities (divided by their sum when renorm),
+ * *ids = int32 [T,k] expert ids. 1 <= k <= E. INGOT_OK or an error (nothing set). */
+ingot_status ingot_moe_route(const ingot_tensor *logits, int k, bool renorm, ingot_tensor **weights,
+                             ingot_tensor **ids);
+
+/* Gate and up of the chosen experts: h [T,k,I] f32 with h[t,j] =
+ * silu(x[t] · G^T) * (x[t] · U^T), G = rows [0,I) and U = rows [I,2I) of
+ * w[ids[t,j]] (each row times scale[e, row] when scale is given).
+ * x [T,K] f32/bf16/f16; w [E,2I,K] contiguous; scale NULL or f32 [E,2I];
+ * ids int32 [T,k] in [0,E) (CPU: an error otherwise; CUDA: that h row is NaN). */
+ingot_tensor *ingot_moe_gate_up(const ingot_tensor *x, const ingot_tensor *w,
+                                const ingot_tensor *scale, const ingot_tensor *ids);
+
+/* Down projection and weighted sum: y [T,K] f32 with y[t] = sum over j of
+ * weights[t,j] * (h[t,j] · w[ids[t,j]]^T) (w rows times scale[e, row] when
+ * given). h [T,k,I] float; w [E,K,I] contiguous; scale NULL or f32 [E,K];
+ * ids int32 [T,k] in [0,E) (CPU: error; CUDA: y[t] is NaN); weights [T,k] float. */
+ingot_tensor *ingot_moe_down(const ingot_tensor *h, const ingot_tensor *w,
+                             const ingot_tensor *scale, const ingot_tensor *ids,
+                             const ingot_tensor *weights);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

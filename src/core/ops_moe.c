@@ -1,0 +1,193 @@
+/* Mixture-of-experts fronts (include/ingot/moe.h): argument checks, dense
+ * copies of the small operands, output allocation and dispatch. Expert ids
+ * are data on the device, so their range is checked by the kernels (the CPU
+ * fails with an error; CUDA writes NaN rows, see src/cuda/moe.cu).
+ *
+ * Kernel contracts (every input contiguous, outputs fresh and contiguous):
+ * MOE_ROUTE:   in[0] logits [T,E] f32/bf16/f16; iarg[0] = k (1..E),
+ *              iarg[1] = renorm; out[0] weights f32 [T,k], out[1] ids int32
+ *              [T,k]. Softmax in f32 (m = the row's max, p = expf(x - m) / sum),
+ *              top-k by logit (descending, ties to the lower id, NaN largest),
+ *              weights = p (/ sum of the k p when renorm).
+ * MOE_GATE_UP: in[0] x [T,K] f32/bf16/f16, in[1] w [E,2I,K] bf16/f16/f32/f8e4m3fn,
+ *              in[2] ids int32 [T,k], in[3] scale f32 [E,2I] or NULL;
+ *              out[0] h f32 [T,k,I] = silu(g) * u, g/u the f32 dot products
+ *              of x[t] with rows i and I+i of w[e] (times their scales).
+ * MOE_DOWN:    in[0] h f32 [T,k,I], in[1] w [E,K,I], in[2] ids int32 [T,k],
+ *              in[3] weights f32 [T,k], in[4] scale f32 [E,K] or NULL;
+ *              out[0] y f32 [T,K] = sum_j weights[t,j] * (h[t,j] . w[e] rows). */
+#include "internal.h"
+
+static bool is_float16ish(ingot_dtype dt) {
+  return dt == INGOT_F32 || dt == INGOT_BF16 || dt == INGOT_F16;
+}
+
+static bool weight_dtype_ok(ingot_dtype dt) {
+  return dt == INGOT_BF16 || dt == INGOT_F16 || dt == INGOT_F32 || dt == INGOT_F8E4M3FN;
+}
+
+/* t as a contiguous tensor of dtype dt (a new reference, or NULL + error). */
+static ingot_tensor *dense(const ingot_tensor *t, ingot_dtype dt) {
+  return t->dtype == dt ? ingot_contiguous(t) : ingot_cast(t, dt);
+}
+
+static bool check_ids(const char *op, const ingot_tensor *ids, int64_t T) {
+  if (ids->ndim != 2 || ids->shape[0] != T) {
+    ingot_set_error(INGOT_ERR_SHAPE, "%s: ids must be [%lld, k], got a %d-d tensor", op,
+                    (long long)T, ids->ndim);
+    return false;
+  }
+  if (!ingot_dtype_is_integral(ids->dtype) || ids->dtype == INGOT_BOOL) {
+    ingot_set_error(INGOT_ERR_DTYPE, "%s: ids must be an integer tensor, got %s", op,
+                    ingot_dtype_name(ids->dtype));
+    return false;
+  }
+  return true;
+}
+
+/* w [E, rows, cols] contiguous of a weight dtype; scale NULL or f32 [E, rows]. */
+static bool check_weight(const char *op, const ingot_tensor *w, const ingot_tensor *scale) {
+  if (w->ndim != 3) {
+    ingot_set_error(INGOT_ERR_SHAPE, "%s: w must be 3-d [E, rows, cols], got %d-d", op, w->ndim);
+    return false;
+  }
+  if (!weight_dtype_ok(w->dtype)) {
+    ingot_set_error(INGOT_ERR_DTYPE,
+                    "%s: w must be bfloat16, float16, float32 or float8_e4m3fn, got %s", op,
+                    ingot_dtype_name(w->dtype));
+    return false;
+  }
+  if (!ingot_is_contiguous(w)) {
+    ingot_set_error(INGOT_ERR_ARG, "%s: w must be contiguous", op);
+    return false;
+  }
+  if (w->shape[0] < 1) {
+    ingot_set_error(INGOT_ERR_SHAPE, "%s: w has no experts", op);
+    return false;
+  }
+  if (!scale) return true;
+  if (scale->dtype != INGOT_F32) {
+    ingot_set_error(INGOT_ERR_DTYPE, "%s: scale must be float32, got %s", op,
+                    ingot_dtype_name(scale->dtype));
+    return false;
+  }
+  if (scale->ndim != 2 || scale->shape[0] != w->shape[0] || scale->shape[1] != w->shape[1]) {
+    ingot_set_error(INGOT_ERR_SHAPE, "%s: scale must be [%lld, %lld] (one per output channel)", op,
+                    (long long)w->shape[0], (long long)w->shape[1]);
+    return false;
+  }
+  return true;
+}
+
+ingot_status ingot_moe_route(const ingot_tensor *logits, int k, bool renorm, ingot_tensor **weights,
+                             ingot_tensor **ids) {
+  if (!weights || !ids) return ingot_set_error(INGOT_ERR_ARG, "moe_route: NULL output pointer");
+  *weights = *ids = NULL;
+  if (!check_tensors("moe_route", 1, &logits)) return ingot_last_status();
+  if (logits->ndim != 2)
+    return ingot_set_error(INGOT_ERR_SHAPE, "moe_route: logits must be [T, E], got %d-d",
+                           logits->ndim);
+  if (!is_float16ish(logits->dtype))
+    return ingot_set_error(INGOT_ERR_DTYPE,
+                           "moe_route: logits must be float32, bfloat16 or float16, got %s",
+                           ingot_dtype_name(logits->dtype));
+  int64_t T = logits->shape[0], E = logits->shape[1];
+  if (k < 1 || k > E)
+    return ingot_set_error(INGOT_ERR_ARG, "moe_route: k (%d) must be in [1, %lld]", k,
+                           (long long)E);
+  ingot_tensor *l = ingot_contiguous(logits);
+  if (!l) return ingot_last_status();
+  int64_t shape[2] = {T, k};
+  ingot_op_args a = {.op = INGOT_OP_MOE_ROUTE, .nin = 1, .nout = 2};
+  a.in[0] = l;
+  a.iarg[0] = k;
+  a.iarg[1] = renorm;
+  a.out[0] = tensor_new(2, shape, INGOT_F32, l->device);
+  a.out[1] = a.out[0] ? tensor_new(2, shape, INGOT_I32, l->device) : NULL;
+  ingot_status st = a.out[1] ? dispatch(&a) : ingot_last_status();
+  ingot_release(l);
+  if (st != INGOT_OK) {
+    ingot_release(a.out[0]);
+    ingot_release(a.out[1]);
+    return st;
+  }
+  *weights = a.out[0];
+  *ids = a.out[1];
+  return INGOT_OK;
+}
+
+ingot_tensor *ingot_moe_gate_up(const ingot_tensor *x, const ingot_tensor *w,
+                                const ingot_tensor *scale, const ingot_tensor *ids) {
+  const char *op = "moe_gate_up";
+  const ingot_tensor *ts[4] = {x, w, ids, scale};
+  if (!check_tensors(op, scale ? 4 : 3, ts)) return NULL;
+  if (x->ndim != 2)
+    return ingot_fail(INGOT_ERR_SHAPE, "%s: x must be [T, K], got %d-d", op, x->ndim);
+  if (!is_float16ish(x->dtype))
+    return ingot_fail(INGOT_ERR_DTYPE, "%s: x must be float32, bfloat16 or float16, got %s", op,
+                      ingot_dtype_name(x->dtype));
+  if (!check_weight(op, w, scale) || !check_ids(op, ids, x->shape[0])) return NULL;
+  if (w->shape[1] % 2 != 0)
+    return ingot_fail(INGOT_ERR_SHAPE,
+                      "%s: w must be [E, 2I, K] (gate rows, then up rows), got "
+                      "%lld rows",
+                      op, (long long)w->shape[1]);
+  if (w->shape[2] != x->shape[1])
+    return ingot_fail(INGOT_ERR_SHAPE, "%s: x has K = %lld but w rows have %lld", op,
+                      (long long)x->shape[1], (long long)w->shape[2]);
+  int64_t shape[3] = {x->shape[0], ids->shape[1], w->shape[1] / 2};
+  ingot_op_args a = {.op = INGOT_OP_MOE_GATE_UP, .nin = 4, .nout = 1};
+  a.in[0] = ingot_contiguous(x);
+  a.in[1] = (ingot_tensor *)w;
+  a.in[2] = dense(ids, INGOT_I32);
+  a.in[3] = scale ? ingot_contiguous(scale) : NULL;
+  ingot_tensor *r = NULL;
+  if (a.in[0] && a.in[2] && (!scale || a.in[3])) {
+    a.out[0] = tensor_new(3, shape, INGOT_F32, x->device);
+    if (a.out[0]) r = dispatch_out(&a);
+  }
+  ingot_release(a.in[0]);
+  ingot_release(a.in[2]);
+  ingot_release(a.in[3]);
+  return r ? r : fail_in(op);
+}
+
+ingot_tensor *ingot_moe_down(const ingot_tensor *h, const ingot_tensor *w,
+                             const ingot_tensor *scale, const ingot_tensor *ids,
+                             const ingot_tensor *weights) {
+  const char *op = "moe_down";
+  const ingot_tensor *ts[5] = {h, w, ids, weights, scale};
+  if (!check_tensors(op, scale ? 5 : 4, ts)) return NULL;
+  if (h->ndim != 3)
+    return ingot_fail(INGOT_ERR_SHAPE, "%s: h must be [T, k, I], got %d-d", op, h->ndim);
+  if (!is_float16ish(h->dtype) || !is_float16ish(weights->dtype))
+    return ingot_fail(INGOT_ERR_DTYPE, "%s: h and weights must be float32, bfloat16 or float16",
+                      op);
+  if (!check_weight(op, w, scale) || !check_ids(op, ids, h->shape[0])) return NULL;
+  if (ids->shape[1] != h->shape[1])
+    return ingot_fail(INGOT_ERR_SHAPE, "%s: h has k = %lld but ids has %lld", op,
+                      (long long)h->shape[1], (long long)ids->shape[1]);
+  if (weights->ndim != 2 || weights->shape[0] != h->shape[0] || weights->shape[1] != h->shape[1])
+    return ingot_fail(INGOT_ERR_SHAPE, "%s: weights must be [%lld, %lld]", op,
+                      (long long)h->shape[0], (long long)h->shape[1]);
+  if (w->shape[2] != h->shape[2])
+    return ingot_fail(INGOT_ERR_SHAPE, "%s: h has I = %lld but w rows have %lld", op,
+                      (long long)h->shape[2], (long long)w->shape[2]);
+  int64_t shape[2] = {h->shape[0], w->shape[1]};
+  ingot_op_args a = {.op = INGOT_OP_MOE_DOWN, .nin = 5, .nout = 1};
+  a.in[0] = dense(h, INGOT_F32);
+  a.in[1] = (ingot_tensor *)w;
+  a.in[2] = dense(ids, INGOT_I32);
+  a.in[3] = dense(weights, INGOT_F32);
+  a.in[4] = scale ? ingot_contiguous(scale) : NULL;
+  ingot_tensor *r = NULL;
+  if (a.in[0] && a.in[2] && a.in[3] && (!scale || a.in[4])) {
+    a.out[0] = tensor_new(2, shape, INGOT_F32, h->device);
+    if (a.out[0]) r = dispatch_out(&a);
+  }
+  ingot_release(a.in[0]);
+  ingot_release(a.in[2]);
+  ingot_release(a.in[3]);
+  ingot_release(a.in[4]);
+  return r ? r : fail_in(op);
+}

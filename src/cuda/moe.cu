@@ -1,0 +1,665 @@
+// Mixture-of-experts kernels (contracts in src/core/ops_moe.c; the CPU
+// reference is src/cpu/moe.c). Nothing here waits for the device or reads
+// ids on the host: every launch is on the current stream and capturable.
+//
+// ROUTE: a warp per token: the row's logits in shared memory as f32, k
+//   rounds of a warp arg-max (NaN largest, ties to the lower id), a warp sum
+//   of expf(x - max) in a fixed order, lanes write the weights.
+// GATE_UP / DOWN for T <= 8 (decode): expert GEMV kernels that read only the
+//   chosen experts' rows with 16-byte streaming loads and f32 accumulation;
+//   an expert chosen by several tokens is read once and applied to all of
+//   them (dedup over the T*k slots inside each block). x (gate_up) or h
+//   (down) is staged in shared memory as f32, in the interleaved layout of
+//   gemv.cu (piece q of chunk c at (q*nch + c)*4: conflict-free float4 reads).
+//   gate_up: a warp per output pair (gate row i, up row I+i), both rows in
+//   the same pass, h = silu(g) * u in the epilogue; grid (I/8, T*k slots),
+//   blocks whose slot repeats an earlier slot's expert exit at once.
+//   down: a warp per output column n; the (expert, chunk) pairs of all the
+//   chosen experts are flattened over the lanes so 8 loads per lane are in
+//   flight; each token's sum over its k experts is reduced inside the warp
+//   (no float atomics: deterministic).
+// T > 8 (or staging too large): the T*k (token, slot) pairs are sorted by
+//   expert on the device (one block: counts, a scan into offsets and row-tile
+//   starts, placement), then a grouped tiled GEMM (32x32 tiles, f32 SIMT)
+//   runs over every expert's sorted rows; down writes weighted per-slot rows
+//   that a last kernel sums over k in slot order (deterministic).
+// Out-of-range ids never read out of bounds: their h rows (gate_up) or their
+// token's y row (down) are NaN.
+#include <math.h>
+
+#include "cuda_common.cuh"
+#include "weight_chunk.cuh"
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kGemvTokens = 8;               // T <= 8 takes the GEMV kernels
+constexpr int kGemvSlots = 64;               // ... when T*k <= 64
+constexpr size_t kGemvSmem = 200 * 1024;     // ... and the staged rows fit (T 8, k 8, I 768 do)
+constexpr int kU = 8;                        // 16-byte loads per lane per weight row in flight
+constexpr int kBM = 32, kBN = 32, kBK = 32;  // grouped GEMM tiles
+
+// ---- routing ----
+
+// a (id ia) is a better routing choice than b (id ib); ib < 0: b is empty.
+__device__ __forceinline__ bool route_better(float a, int ia, float b, int ib) {
+  if (ia < 0) return false;
+  if (ib < 0) return true;
+  if (isnan(a) || isnan(b)) return isnan(a) && (!isnan(b) || ia < ib);
+  return a > b || (a == b && ia < ib);
+}
+
+// A warp per token (blocks of one warp: no barriers, E limited only by shared memory).
+template <class T>
+__global__ void __launch_bounds__(32)
+    route_kernel(const T *logits, int E, int k, bool renorm, float *wout, int32_t *ids) {
+  extern __shared__ float rs[];  // E logits as f32, then E taken flags
+  unsigned char *taken = reinterpret_cast<unsigned char *>(rs + E);
+  const int lane = threadIdx.x;
+  const int64_t t = blockIdx.x;
+  const T *row = logits + t * E;
+  int32_t *id = ids + t * k;
+  for (int e = lane; e < E; e += 32) rs[e] = to_acc(row[e]), taken[e] = 0;
+  __syncwarp();
+  for (int j = 0; j < k; j++) {
+    float bv = 0.f;
+    int bi = -1;
+    for (int e = lane; e < E; e += 32)
+      if (!taken[e] && route_better(rs[e], e, bv, bi)) bv = rs[e], bi = e;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+      int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (route_better(ov, oi, bv, bi)) bv = ov, bi = oi;
+    }
+    // Every lane now holds the same winner.
+    if (lane == 0) taken[bi] = 1, id[j] = bi;
+    __syncwarp();
+  }
+  const float m = rs[id[0]];
+  float s = 0.f;
+  for (int e = lane; e < E; e += 32) s += expf(rs[e] - m);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  float *w = wout + t * k, ks = 0.f;
+  for (int j = lane; j < k; j += 32) ks += (w[j] = expf(rs[id[j]] - m) / s);
+  if (!renorm) return;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) ks += __shfl_xor_sync(0xffffffffu, ks, o);
+  for (int j = lane; j < k; j += 32) w[j] /= ks;
+}
+
+// ---- shared pieces of the expert kernels ----
+
+struct MoeParams {
+  const void *a;  // gate_up: x [T, K] of a_dt; down: h f32 [T*k, I]
+  int a_dt;
+  const void *w;       // [E, rows, cols]
+  const float *scale;  // [E, rows] or NULL
+  const int32_t *ids;  // [T, k]
+  const float *wt;     // routing weights [T, k] (down)
+  float *out;          // gate_up: h [T*k, I]; down: y [T, rows]
+  int T, k, E;
+  int64_t rows, cols;  // weight rows per expert and the dot length
+  bool vec;            // every weight row starts 16-byte aligned (cols*es % 16 == 0)
+};
+
+__device__ __forceinline__ float load_a(const void *p, int dt, int64_t i) {
+  switch (dt) {
+    case INGOT_BF16:
+      return to_acc(static_cast<const bf16_t *>(p)[i]);
+    case INGOT_F16:
+      return to_acc(static_cast<const f16_t *>(p)[i]);
+    default:
+      return static_cast<const float *>(p)[i];
+  }
+}
+
+__device__ __forceinline__ float silu(float g) { return g / (1.0f + expf(-g)); }
+
+// Staged-row position of element kk: interleaved when vec, plain otherwise.
+template <int VEC>
+__device__ __forceinline__ int64_t sidx(int64_t kk, int64_t nch, bool vec) {
+  if (!vec) return kk;
+  return (((kk % VEC) >> 2) * nch + kk / VEC) * 4 + (kk & 3);
+}
+
+template <int NT>
+__device__ __forceinline__ void warp_sum(float (&v)[NT]) {
+#pragma unroll
+  for (int r = 0; r < NT; r++)
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v[r] += __shfl_xor_sync(0xffffffffu, v[r], o);
+}
+
+// ---- gate_up GEMV (T <= 8) ----
+template <class WT, int NT>
+__global__ void __launch_bounds__(kThreads) gate_up_gemv(MoeParams p) {
+  constexpr int VEC = Wfmt<WT>::VEC;
+  extern __shared__ float4 smem4[];
+  float *xs = reinterpret_cast<float *>(smem4);  // [T][K]
+  const int s = blockIdx.y, nslots = p.T * p.k;
+  const int e = p.ids[s];
+  for (int q = 0; q < s; q++)
+    if (p.ids[q] == e) return;  // an earlier slot's block handles this expert
+  const int64_t I = p.rows / 2, K = p.cols, nch = K / VEC;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t i = (int64_t)blockIdx.x * kWarps + warp;
+  const bool iok = i < I;
+  if (e < 0 || e >= p.E) {  // bad id: NaN rows, nothing read
+    for (int q = s; q < nslots && iok && lane == 0; q++)
+      if (p.ids[q] == e) p.out[q * I + i] = NAN;
+    return;
+  }
+  unsigned mask = 0;  // tokens that chose e
+  for (int q = s; q < nslots; q++)
+    if (p.ids[q] == e) mask |= 1u << (q / p.k);
+
+  const WT *wg = static_cast<const WT *>(p.w) + ((int64_t)e * p.rows + (iok ? i : 0)) * K;
+  const WT *wu = wg + I * K;
+  uint4 g[kU], u[kU];
+  auto load = [&](int64_t c0) {
+#pragma unroll
+    for (int uu = 0; uu < kU; uu++) {
+      const int64_t c = c0 + lane + (int64_t)uu * 32;
+      const bool ok = iok && c < nch;
+      g[uu] = ok ? ld_stream(reinterpret_cast<const uint4 *>(wg) + c) : make_uint4(0, 0, 0, 0);
+      u[uu] = ok ? ld_stream(reinterpret_cast<const uint4 *>(wu) + c) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  if (p.vec) load(0);  // the first weight loads fly while x is staged
+
+  for (int r = 0; r < NT; r++) {
+    if (!(mask >> r & 1)) continue;
+    for (int64_t kk = threadIdx.x; kk < K; kk += kThreads)
+      xs[r * K + sidx<VEC>(kk, nch, p.vec)] = load_a(p.a, p.a_dt, r * K + kk);
+  }
+  __syncthreads();  // the only barrier
+  if (!iok) return;
+
+  float ag[NT], au[NT];
+#pragma unroll
+  for (int r = 0; r < NT; r++) ag[r] = au[r] = 0.f;
+  if (p.vec) {
+    for (int64_t c0 = 0; c0 < nch; c0 += 32 * kU) {
+      if (c0 > 0) load(c0);
+#pragma unroll
+      for (int uu = 0; uu < kU; uu++) {
+        const int64_t c = c0 + lane + (int64_t)uu * 32;
+        if (c >= nch) break;
+#pragma unroll
+        for (int q = 0; q < VEC / 4; q++) {
+          float fg[4], fu[4];
+          Wfmt<WT>::piece(g[uu], q, fg);
+          Wfmt<WT>::piece(u[uu], q, fu);
+#pragma unroll
+          for (int r = 0; r < NT; r++) {
+            if (!(mask >> r & 1)) continue;
+            const float4 xv = *reinterpret_cast<const float4 *>(xs + r * K + (q * nch + c) * 4);
+            ag[r] = fmaf(fg[0], xv.x, ag[r]), au[r] = fmaf(fu[0], xv.x, au[r]);
+            ag[r] = fmaf(fg[1], xv.y, ag[r]), au[r] = fmaf(fu[1], xv.y, au[r]);
+            ag[r] = fmaf(fg[2], xv.z, ag[r]), au[r] = fmaf(fu[2], xv.z, au[r]);
+            ag[r] = fmaf(fg[3], xv.w, ag[r]), au[r] = fmaf(fu[3], xv.w, au[r]);
+          }
+        }
+      }
+    }
+  } else {
+    for (int64_t kk = lane; kk < K; kk += 32) {
+      const float fg = to_acc(wg[kk]), fu = to_acc(wu[kk]);
+#pragma unroll
+      for (int r = 0; r < NT; r++) {
+        if (!(mask >> r & 1)) continue;
+        const float xv = xs[r * K + kk];
+        ag[r] = fmaf(fg, xv, ag[r]), au[r] = fmaf(fu, xv, au[r]);
+      }
+    }
+  }
+  warp_sum<NT>(ag);
+  warp_sum<NT>(au);
+  if (lane != 0) return;
+  const float sg = p.scale ? p.scale[(int64_t)e * p.rows + i] : 1.f;
+  const float su = p.scale ? p.scale[(int64_t)e * p.rows + I + i] : 1.f;
+  for (int q = s; q < nslots; q++) {
+    if (p.ids[q] != e) continue;
+    const int t = q / p.k;
+    float gv = 0.f, uv = 0.f;
+#pragma unroll
+    for (int r = 0; r < NT; r++)
+      if (r == t) gv = ag[r], uv = au[r];
+    p.out[q * I + i] = silu(gv * sg) * (uv * su);
+  }
+}
+
+// ---- down GEMV (T <= 8) ----
+template <class WT, int NT>
+__global__ void __launch_bounds__(kThreads) down_gemv(MoeParams p) {
+  constexpr int VEC = Wfmt<WT>::VEC;
+  extern __shared__ float4 smem4[];
+  float *hs = reinterpret_cast<float *>(smem4);  // [T*k][I]
+  __shared__ int uniq[kGemvSlots];               // distinct valid experts in first-slot order
+  __shared__ int uof[kGemvSlots];                // slot -> index in uniq, or -1 (bad id)
+  __shared__ int nu;
+  const int nslots = p.T * p.k;
+  const int64_t I = p.cols, H = p.rows, nch = I / VEC;
+  if (threadIdx.x == 0) {
+    int n = 0;
+    for (int q = 0; q < nslots; q++) {
+      const int e = p.ids[q];
+      int f = -1;
+      if (e >= 0 && e < p.E) {
+        for (int v = 0; v < n && f < 0; v++)
+          if (uniq[v] == e) f = v;
+        if (f < 0) uniq[f = n++] = e;
+      }
+      uof[q] = f;
+    }
+    nu = n;
+  }
+  const float *h = static_cast<const float *>(p.a);
+  for (int64_t x = threadIdx.x; x < (int64_t)nslots * I; x += kThreads) {
+    const int64_t q = x / I, kk = x - q * I;
+    hs[q * I + sidx<VEC>(kk, nch, p.vec)] = h[x];
+  }
+  __syncthreads();  // the only barrier
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t n = (int64_t)blockIdx.x * kWarps + warp;
+  if (n >= H) return;
+  float acc[NT];
+#pragma unroll
+  for (int r = 0; r < NT; r++) acc[r] = 0.f;
+  const WT *w = static_cast<const WT *>(p.w);
+
+  if (p.vec) {
+    const int64_t total = (int64_t)nu * nch;  // (expert, chunk) pairs, flattened
+    for (int64_t f0 = 0; f0 < total; f0 += 32 * kU) {
+      uint4 wv[kU];
+#pragma unroll
+      for (int uu = 0; uu < kU; uu++) {
+        const int64_t f = f0 + lane + (int64_t)uu * 32;
+        const int v = f < total ? (int)(f / nch) : 0;
+        wv[uu] =
+            f < total
+                ? ld_stream(reinterpret_cast<const uint4 *>(w + ((int64_t)uniq[v] * H + n) * I) +
+                            (f - (int64_t)v * nch))
+                : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int uu = 0; uu < kU; uu++) {
+        const int64_t f = f0 + lane + (int64_t)uu * 32;
+        if (f >= total) break;
+        const int v = (int)(f / nch);
+        const int64_t c = f - (int64_t)v * nch;
+        const float sc = p.scale ? p.scale[(int64_t)uniq[v] * H + n] : 1.f;
+        float wf[VEC];
+#pragma unroll
+        for (int q = 0; q < VEC / 4; q++) Wfmt<WT>::piece(wv[uu], q, wf + 4 * q);
+        for (int q = 0; q < nslots; q++) {
+          if (uof[q] != v) continue;
+          float d = 0.f;
+#pragma unroll
+          for (int qq = 0; qq < VEC / 4; qq++) {
+            const float4 hv = *reinterpret_cast<const float4 *>(hs + q * I + (qq * nch + c) * 4);
+            d = fmaf(wf[4 * qq], hv.x, d), d = fmaf(wf[4 * qq + 1], hv.y, d);
+            d = fmaf(wf[4 * qq + 2], hv.z, d), d = fmaf(wf[4 * qq + 3], hv.w, d);
+          }
+          const int t = q / p.k;
+          const float add = p.wt[q] * (d * sc);
+#pragma unroll
+          for (int r = 0; r < NT; r++)
+            if (r == t) acc[r] += add;
+        }
+      }
+    }
+  } else {
+    for (int q = 0; q < nslots; q++) {
+      if (uof[q] < 0) continue;
+      const int64_t e = p.ids[q];
+      const WT *row = w + (e * H + n) * I;
+      float d = 0.f;
+      for (int64_t kk = lane; kk < I; kk += 32) d = fmaf(to_acc(row[kk]), hs[q * I + kk], d);
+      const int t = q / p.k;
+      const float add = p.wt[q] * (d * (p.scale ? p.scale[e * H + n] : 1.f));
+#pragma unroll
+      for (int r = 0; r < NT; r++)
+        if (r == t) acc[r] += add;
+    }
+  }
+  warp_sum<NT>(acc);
+  if (lane != 0) return;
+  for (int t = 0; t < p.T; t++) {
+    float v = 0.f;
+#pragma unroll
+    for (int r = 0; r < NT; r++)
+      if (r == t) v = acc[r];
+    for (int j = 0; j < p.k; j++)
+      if (uof[t * p.k + j] < 0) v = NAN;
+    p.out[t * H + n] = v;
+  }
+}
+
+// ---- T > 8: sort slots by expert, grouped tiled GEMM ----
+
+struct Groups {
+  int *offsets;     // [E + 1]: sorted rows of expert e are [offsets[e], offsets[e+1])
+  int *tile_start;  // [E + 1]: row tiles of expert e are [tile_start[e], tile_start[e+1])
+  int *sorted;      // [N]: slot of each sorted row
+};
+
+// One block: counts per expert, a scan, placement. Rows of bad ids are left
+// out; when nan_out is set, their nan_len-long rows there become NaN.
+__global__ void __launch_bounds__(1024)
+    sort_kernel(const int32_t *ids, int N, int E, Groups g, float *nan_out, int64_t nan_len) {
+  extern __shared__ int cnt[];  // [E]: counts, then placement cursors
+  for (int e = threadIdx.x; e < E; e += blockDim.x) cnt[e] = 0;
+  __syncthreads();
+  for (int s = threadIdx.x; s < N; s += blockDim.x) {
+    const int e = ids[s];
+    if (e >= 0 && e < E) atomicAdd(&cnt[e], 1);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int off = 0, tiles = 0;
+    for (int e = 0; e < E; e++) {
+      const int c = cnt[e];
+      g.offsets[e] = cnt[e] = off;
+      g.tile_start[e] = tiles;
+      off += c;
+      tiles += (c + kBM - 1) / kBM;
+    }
+    g.offsets[E] = off;
+    g.tile_start[E] = tiles;
+  }
+  __syncthreads();
+  for (int s = threadIdx.x; s < N; s += blockDim.x) {
+    const int e = ids[s];
+    if (e >= 0 && e < E)
+      g.sorted[atomicAdd(&cnt[e], 1)] = s;
+    else if (nan_out)
+      for (int64_t x = 0; x < nan_len; x++) nan_out[s * nan_len + x] = NAN;
+  }
+}
+
+// C[rows of one expert's tile, kBN columns] = A rows . W_e rows^T. GATE: the
+// block computes gate columns n and up columns I + n and writes silu(g) * u
+// to out [N, I]; else it writes wt[slot] * acc to the per-slot rows of out
+// [N, rows]. Scales multiply their output channel.
+template <class WT, bool GATE>
+__global__ void __launch_bounds__(kThreads) grouped_kernel(MoeParams p, Groups g) {
+  constexpr int NB = GATE ? 2 : 1;
+  __shared__ float As[kBK][kBM + 1];
+  __shared__ float Bs[NB][kBK][kBN + 1];
+  const int bx = blockIdx.x;
+  if (bx >= g.tile_start[p.E]) return;
+  int lo = 0, hi = p.E;  // the expert e with tile_start[e] <= bx < tile_start[e + 1]
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (g.tile_start[mid] <= bx)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  const int e = lo;
+  const int r0 = g.offsets[e] + (bx - g.tile_start[e]) * kBM, rend = g.offsets[e + 1];
+  const int64_t ncol = GATE ? p.rows / 2 : p.rows, KR = p.cols, n0 = (int64_t)blockIdx.y * kBN;
+  const WT *w = static_cast<const WT *>(p.w) + (int64_t)e * p.rows * KR;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  float acc[NB][2][2] = {};
+  for (int64_t k0 = 0; k0 < KR; k0 += kBK) {
+    for (int l = threadIdx.x; l < kBM * kBK; l += kThreads) {
+      const int r = l / kBK, kk = l % kBK;
+      float v = 0.f;
+      if (r0 + r < rend && k0 + kk < KR) {
+        const int64_t slot = g.sorted[r0 + r];
+        const int64_t arow = GATE ? slot / p.k : slot;
+        v = load_a(p.a, p.a_dt, arow * KR + k0 + kk);
+      }
+      As[kk][r] = v;
+    }
+#pragma unroll
+    for (int b = 0; b < NB; b++)
+      for (int l = threadIdx.x; l < kBN * kBK; l += kThreads) {
+        const int c = l / kBK, kk = l % kBK;
+        const int64_t col = n0 + c;
+        Bs[b][kk][c] =
+            col < ncol && k0 + kk < KR ? to_acc(w[(col + (b ? ncol : 0)) * KR + k0 + kk]) : 0.f;
+      }
+    __syncthreads();
+#pragma unroll 8
+    for (int kk = 0; kk < kBK; kk++) {
+      const float a0 = As[kk][ty * 2], a1 = As[kk][ty * 2 + 1];
+#pragma unroll
+      for (int b = 0; b < NB; b++) {
+        const float b0 = Bs[b][kk][tx * 2], b1 = Bs[b][kk][tx * 2 + 1];
+        acc[b][0][0] = fmaf(a0, b0, acc[b][0][0]), acc[b][0][1] = fmaf(a0, b1, acc[b][0][1]);
+        acc[b][1][0] = fmaf(a1, b0, acc[b][1][0]), acc[b][1][1] = fmaf(a1, b1, acc[b][1][1]);
+      }
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 2; i++) {
+    const int row = r0 + ty * 2 + i;
+    if (row >= rend) continue;
+    const int64_t slot = g.sorted[row];
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+      const int64_t col = n0 + tx * 2 + j;
+      if (col >= ncol) continue;
+      const float s0 = p.scale ? p.scale[(int64_t)e * p.rows + col] : 1.f;
+      if (GATE) {
+        const float s1 = p.scale ? p.scale[(int64_t)e * p.rows + ncol + col] : 1.f;
+        p.out[slot * ncol + col] = silu(acc[0][i][j] * s0) * (acc[NB - 1][i][j] * s1);
+      } else {
+        p.out[slot * ncol + col] = p.wt[slot] * (acc[0][i][j] * s0);
+      }
+    }
+  }
+}
+
+// y[t, n] = sum over j (in order) of part[t*k + j, n]; NaN when an id of t is bad.
+__global__ void sum_slots_kernel(const float *part, const int32_t *ids, int k, int E, int64_t T,
+                                 int64_t H, float *y) {
+  CUDA_GRID_STRIDE(o, T * H) {
+    const int64_t t = o / H, n = o - t * H;
+    float v = 0.f;
+    for (int j = 0; j < k; j++) {
+      const int e = ids[t * k + j];
+      v += e >= 0 && e < E ? part[(t * k + j) * H + n] : NAN;
+    }
+    y[o] = v;
+  }
+}
+
+// ---- host side ----
+
+int pow2_tokens(int T) { return T <= 1 ? 1 : T <= 2 ? 2 : T <= 4 ? 4 : 8; }
+
+template <class K>
+ingot_status launch_smem(K kern, dim3 grid, size_t smem, cudaStream_t s, const MoeParams &p,
+                         const char *what) {
+  if (smem > 48 * 1024) {
+    ingot_status st = cuda_check(
+        cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), what);
+    if (st) return st;
+  }
+  kern<<<grid, kThreads, smem, s>>>(p);
+  return launch_status(what);
+}
+
+template <class WT>
+ingot_status gemv_launch(bool gate, const MoeParams &p, dim3 grid, size_t smem, cudaStream_t s) {
+  const char *what = gate ? "moe_gate_up kernel" : "moe_down kernel";
+  switch (pow2_tokens(p.T)) {
+    case 1:
+      return launch_smem(gate ? gate_up_gemv<WT, 1> : down_gemv<WT, 1>, grid, smem, s, p, what);
+    case 2:
+      return launch_smem(gate ? gate_up_gemv<WT, 2> : down_gemv<WT, 2>, grid, smem, s, p, what);
+    case 4:
+      return launch_smem(gate ? gate_up_gemv<WT, 4> : down_gemv<WT, 4>, grid, smem, s, p, what);
+    default:
+      return launch_smem(gate ? gate_up_gemv<WT, 8> : down_gemv<WT, 8>, grid, smem, s, p, what);
+  }
+}
+
+template <class WT>
+ingot_status grouped_launch(bool gate, const MoeParams &p, const Groups &g, dim3 grid,
+                            cudaStream_t s) {
+  if (gate)
+    grouped_kernel<WT, true><<<grid, kThreads, 0, s>>>(p, g);
+  else
+    grouped_kernel<WT, false><<<grid, kThreads, 0, s>>>(p, g);
+  return launch_status(gate ? "moe_gate_up grouped kernel" : "moe_down grouped kernel");
+}
+
+#define MOE_WEIGHT_CASES(DT, ...)                                               \
+  switch (DT) {                                                                 \
+    CUDA_CASE(INGOT_BF16, bf16_t, __VA_ARGS__)                                  \
+    CUDA_CASE(INGOT_F16, f16_t, __VA_ARGS__)                                    \
+    CUDA_CASE(INGOT_F32, float, __VA_ARGS__)                                    \
+    CUDA_CASE(INGOT_F8E4M3FN, f8e4m3_t, __VA_ARGS__)                            \
+    default:                                                                    \
+      return ingot_set_error(INGOT_ERR_DTYPE, "moe: unsupported weight dtype"); \
+  }
+
+// The common part of gate_up (gate = true) and down: GEMV or sort + grouped GEMM.
+ingot_status run_experts(bool gate, MoeParams p, const ingot_tensor *w, int64_t out_cols,
+                         int64_t stage_rows) {
+  const int dev = ingot_device_of(w).index;
+  ingot_status st = cuda_check(cudaSetDevice(dev), "cudaSetDevice");
+  if (st) return st;
+  cudaStream_t s = cuda_current_stream(dev);
+  const ingot_dtype wdt = ingot_dtype_of(w);
+  const int64_t es = (int64_t)ingot_dtype_size(wdt);
+  p.vec = (p.cols * es) % 16 == 0 && ((uintptr_t)p.w % 16) == 0;
+  const int N = p.T * p.k;
+  const size_t smem = (size_t)stage_rows * (size_t)p.cols * sizeof(float);
+  if (p.T <= kGemvTokens && N <= kGemvSlots && smem <= kGemvSmem) {
+    const int64_t blocks = (out_cols + kWarps - 1) / kWarps;
+    dim3 grid((unsigned)blocks, gate ? (unsigned)N : 1u);
+    MOE_WEIGHT_CASES(wdt, return gemv_launch<scalar_t>(gate, p, grid, smem, s))
+  }
+  const int64_t H = p.rows;  // down: per-slot rows [N, H] before the sum over k
+  size_t ints = (size_t)(2 * (p.E + 1) + N);
+  int *scratch = (int *)cuda_scratch_alloc(dev, ints * sizeof(int), s);
+  float *part = gate ? NULL : (float *)cuda_scratch_alloc(dev, (size_t)N * H * sizeof(float), s);
+  if (!scratch || (!gate && !part)) {
+    cuda_scratch_free(dev, scratch, s);
+    cuda_scratch_free(dev, part, s);
+    return ingot_last_status() ? ingot_last_status()
+                               : ingot_set_error(INGOT_ERR_OOM, "moe: out of device memory");
+  }
+  Groups g = {scratch, scratch + p.E + 1, scratch + 2 * (p.E + 1)};
+  float *y = p.out;
+  sort_kernel<<<1, 1024, (size_t)p.E * sizeof(int), s>>>(p.ids, N, p.E, g, gate ? p.out : NULL,
+                                                         gate ? out_cols : 0);
+  st = launch_status("moe sort kernel");
+  if (!st) {
+    if (!gate) p.out = part;
+    dim3 grid((unsigned)((N + kBM - 1) / kBM + p.E), (unsigned)((out_cols + kBN - 1) / kBN));
+    st = [&]() -> ingot_status {
+      MOE_WEIGHT_CASES(wdt, return grouped_launch<scalar_t>(gate, p, g, grid, s))
+      return INGOT_OK;
+    }();
+  }
+  if (!st && !gate) {
+    sum_slots_kernel<<<grid_for((int64_t)p.T * H, kThreads), kThreads, 0, s>>>(part, p.ids, p.k,
+                                                                               p.E, p.T, H, y);
+    st = launch_status("moe_down sum kernel");
+  }
+  cuda_scratch_free(dev, scratch, s);
+  cuda_scratch_free(dev, part, s);
+  return st;
+}
+
+ingot_status k_route(ingot_op_args *a) {
+  const ingot_tensor *L = a->in[0];
+  const int64_t T = ingot_shape(L)[0], E = ingot_shape(L)[1];
+  const int k = (int)a->iarg[0];
+  if (T == 0) return INGOT_OK;
+  const size_t smem = (size_t)E * (sizeof(float) + 1);
+  if (smem > 48 * 1024)
+    return ingot_set_error(INGOT_ERR_UNSUPPORTED, "moe_route: at most %d experts on CUDA",
+                           (int)(48 * 1024 / (sizeof(float) + 1)));
+  const int dev = ingot_device_of(L).index;
+  ingot_status st = cuda_check(cudaSetDevice(dev), "cudaSetDevice");
+  if (st) return st;
+  cudaStream_t s = cuda_current_stream(dev);
+  float *w = (float *)ingot_tensor_data(a->out[0]);
+  int32_t *ids = (int32_t *)ingot_tensor_data(a->out[1]);
+  const void *l = ingot_tensor_data(L);
+  switch (ingot_dtype_of(L)) {
+    case INGOT_F32:
+      route_kernel<float>
+          <<<(unsigned)T, 32, smem, s>>>((const float *)l, (int)E, k, a->iarg[1] != 0, w, ids);
+      break;
+    case INGOT_BF16:
+      route_kernel<bf16_t>
+          <<<(unsigned)T, 32, smem, s>>>((const bf16_t *)l, (int)E, k, a->iarg[1] != 0, w, ids);
+      break;
+    case INGOT_F16:
+      route_kernel<f16_t>
+          <<<(unsigned)T, 32, smem, s>>>((const f16_t *)l, (int)E, k, a->iarg[1] != 0, w, ids);
+      break;
+    default:
+      return ingot_set_error(INGOT_ERR_DTYPE, "moe_route: unsupported logits dtype");
+  }
+  return launch_status("moe_route kernel");
+}
+
+MoeParams params(const ingot_tensor *act, const ingot_tensor *w, const ingot_tensor *ids,
+                 const ingot_tensor *scale, ingot_tensor *out) {
+  MoeParams p = {};
+  p.a = ingot_tensor_data(act);
+  p.a_dt = ingot_dtype_of(act);
+  p.w = ingot_tensor_data(w);
+  p.scale = scale ? (const float *)ingot_tensor_data(scale) : NULL;
+  p.ids = (const int32_t *)ingot_tensor_data(ids);
+  p.out = (float *)ingot_tensor_data(out);
+  p.T = (int)ingot_shape(ids)[0];
+  p.k = (int)ingot_shape(ids)[1];
+  p.E = (int)ingot_shape(w)[0];
+  p.rows = ingot_shape(w)[1];
+  p.cols = ingot_shape(w)[2];
+  return p;
+}
+
+// Sizes the kernels index with 32-bit slot and expert numbers.
+ingot_status check_sizes(const char *op, const ingot_tensor *ids, const ingot_tensor *w) {
+  const int64_t N = ingot_numel(ids), E = ingot_shape(w)[0];
+  if (N > (1 << 30) || E > (1 << 20))
+    return ingot_set_error(INGOT_ERR_UNSUPPORTED, "%s: too many slots or experts for CUDA", op);
+  return INGOT_OK;
+}
+
+ingot_status k_gate_up(ingot_op_args *a) {
+  MoeParams p = params(a->in[0], a->in[1], a->in[2], a->in[3], a->out[0]);
+  if ((int64_t)p.T * p.k * (p.rows / 2) == 0) return INGOT_OK;
+  ingot_status st = check_sizes("moe_gate_up", a->in[2], a->in[1]);
+  return st ? st : run_experts(true, p, a->in[1], p.rows / 2, p.T);
+}
+
+ingot_status k_down(ingot_op_args *a) {
+  MoeParams p = params(a->in[0], a->in[1], a->in[2], a->in[4], a->out[0]);
+  p.wt = (const float *)ingot_tensor_data(a->in[3]);
+  if ((int64_t)p.T * p.rows == 0) return INGOT_OK;
+  if (p.k == 0 || p.cols == 0) {  // empty sums: zeros
+    const int dev = ingot_device_of(a->out[0]).index;
+    ingot_status st = cuda_check(cudaSetDevice(dev), "cudaSetDevice");
+    return st ? st
+              : cuda_check(cudaMemsetAsync(p.out, 0, (size_t)p.T * p.rows * sizeof(float),
+                                           cuda_current_stream(dev)),
+                           "cudaMemsetAsync");
+  }
+  ingot_status st = check_sizes("moe_down", a->in[2], a->in[1]);
+  return st ? st : run_experts(false, p, a->in[1], p.rows, (int64_t)p.T * p.k);
+}
+
+}  // namespace
+
+extern "C" void cuda_register_moe(ingot_backend *be) {
+  be->kernels[INGOT_OP_MOE_ROUTE] = k_route;
+  be->kernels[INGOT_OP_MOE_GATE_UP] = k_gate_up;
+  be->kernels[INGOT_OP_MOE_DOWN] = k_down;
+}

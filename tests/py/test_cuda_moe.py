@@ -1,0 +1,261 @@
+"""Mixture-of-experts kernels on CUDA (src/cuda/moe.cu) against the CPU
+backend (src/cpu/moe.c, itself checked against numpy in test_moe.py).
+
+Paths covered: routing (a block per token) for E up to 256 with ties and
+special values; gate_up/down expert GEMV kernels for T <= 8 (T = 1, 2, 3, 5,
+8: every token-count template; weight rows 16-byte aligned -> vector loads,
+odd K/I -> scalar loop; experts shared by tokens and repeated in a token);
+the sorted grouped GEMM for T > 8 (and T*k > 64); bf16/f16/f32/f8e4m3fn
+weights with and without scales; the Qwen3-30B-A3B layer shape at T = 1
+(E 128, K 2048, I 768, k 8) in bf16 and f8; out-of-range ids (NaN rows, no
+fault); a whole layer captured in a device graph and replayed on new input.
+
+Tolerances: ids must be equal (both devices select by the f32 logits, no
+arithmetic). Routing weights rtol 1e-5 (expf and the sum order differ).
+gate_up/down: f32 sums of n = K (or k*I) O(1) products in another order:
+rtol 1e-4, atol moe_ref.dot_tol(n) times the result scale.
+"""
+import ctypes
+import gc
+
+import numpy as np
+import pytest
+
+from cuda_diff import CUDA, OUT_SLOT, diff, needs_cuda, to_device
+from ingot_ctypes import (Device, IngotError, P, call, lib, out_ptr, take, tensor, to_numpy,
+                          transposed)
+from moe_ref import BF16, F8, F16, F32, WDTS, dot_tol, rand_ids, rand_weights
+
+pytestmark = needs_cuda
+
+RNG = np.random.default_rng(11)
+NAMES = {BF16: "bf16", F16: "f16", F32: "f32", F8: "f8"}
+
+lib.ingot_graph_begin.argtypes = [Device]
+lib.ingot_graph_begin.restype = ctypes.c_int
+lib.ingot_graph_end.argtypes = [Device]
+lib.ingot_graph_end.restype = P
+lib.ingot_graph_replay.argtypes = [P]
+lib.ingot_graph_replay.restype = ctypes.c_int
+lib.ingot_graph_destroy.argtypes = [P]
+lib.ingot_graph_destroy.restype = None
+lib.ingot_synchronize.argtypes = [Device]
+lib.ingot_synchronize.restype = ctypes.c_int
+
+
+def opt(t):
+    return None if t is None else tensor(t)
+
+
+def tol(n, scale=1.0):
+    return (1e-4, dot_tol(n) * 4 * scale)
+
+
+# ---- routing ----
+
+@pytest.mark.parametrize("dt", [F32, BF16, F16], ids=lambda d: NAMES[d])
+@pytest.mark.parametrize("renorm", [True, False])
+@pytest.mark.parametrize("E,k", [(4, 1), (8, 2), (8, 8), (128, 8), (256, 8), (200, 37)])
+@pytest.mark.parametrize("T", [1, 3, 40, 300])
+def test_route(dt, renorm, E, k, T):
+    logits = (RNG.standard_normal((T, E)) * 3).astype(dt)
+    diff("ingot_moe_route", tensor(logits), k, renorm, OUT_SLOT, OUT_SLOT, tol=(1e-5, 1e-7))
+
+
+def test_route_ties_and_special_values():
+    logits = RNG.integers(-2, 3, size=(64, 130)).astype(np.float32)  # many exact ties
+    logits[0] = 1.0
+    logits[1, 5] = np.nan
+    logits[1, 9] = np.nan
+    logits[2, :] = -np.inf
+    logits[3, 7] = np.inf
+    logits[4, ::2] = -0.0
+    for renorm in (True, False):
+        diff("ingot_moe_route", tensor(logits), 8, renorm, OUT_SLOT, OUT_SLOT, tol=(1e-5, 1e-7))
+    diff("ingot_moe_route", transposed(logits[:, :40]), 5, True, OUT_SLOT, OUT_SLOT,
+         tol=(1e-5, 1e-7))
+
+
+# ---- gate_up / down ----
+
+GEMV_T = [1, 2, 3, 5, 8]
+GROUPED_T = [9, 40, 130]
+
+
+@pytest.mark.parametrize("wdt", WDTS, ids=lambda d: NAMES[d])
+@pytest.mark.parametrize("xdt", [F32, BF16], ids=lambda d: NAMES[d])
+@pytest.mark.parametrize("T", GEMV_T + GROUPED_T)
+@pytest.mark.parametrize("E,k,K,NI", [(8, 2, 256, 96), (128, 8, 528, 40), (4, 1, 37, 13),
+                                      (6, 3, 100, 33)])
+def test_gate_up(wdt, xdt, T, E, k, K, NI):
+    x = RNG.standard_normal((T, K)).astype(xdt)
+    w, scale = rand_weights(RNG, E, 2 * NI, K, wdt)
+    ids = rand_ids(RNG, T, k, E)
+    diff("ingot_moe_gate_up", tensor(x), tensor(w), opt(scale), tensor(ids), tol=tol(K))
+
+
+@pytest.mark.parametrize("T", [1, 3, 8, 40])
+def test_gate_up_f16_x(T):
+    x = RNG.standard_normal((T, 264)).astype(F16)
+    w, scale = rand_weights(RNG, 16, 2 * 40, 264, BF16)
+    diff("ingot_moe_gate_up", tensor(x), tensor(w), opt(scale), tensor(rand_ids(RNG, T, 4, 16)),
+         tol=tol(264))
+
+
+@pytest.mark.parametrize("wdt", WDTS, ids=lambda d: NAMES[d])
+@pytest.mark.parametrize("T", GEMV_T + GROUPED_T)
+@pytest.mark.parametrize("E,k,K,NI", [(8, 2, 96, 256), (128, 8, 40, 528), (4, 1, 13, 37),
+                                      (6, 3, 33, 100)])
+def test_down(wdt, T, E, k, K, NI):
+    h = RNG.standard_normal((T, k, NI)).astype(np.float32)
+    w, scale = rand_weights(RNG, E, K, NI, wdt)
+    ids = rand_ids(RNG, T, k, E)
+    wts = RNG.uniform(0, 1, (T, k)).astype(np.float32)
+    diff("ingot_moe_down", tensor(h), tensor(w), opt(scale), tensor(ids), tensor(wts),
+         tol=tol(k * NI, k))
+
+
+@pytest.mark.parametrize("T", [1, 4, 8, 9, 64])
+def test_shared_and_repeated_experts(T):
+    # Few experts: tokens share experts (each is read once for all of them on
+    # the GEMV path) and a token may name one expert twice.
+    E, k, K, NI = 3, 4, 64, 24
+    x = RNG.standard_normal((T, K)).astype(BF16)
+    ids = rand_ids(RNG, T, k, E, distinct=False)
+    ids[0] = 2
+    for wdt in (BF16, F8):
+        wgu, sgu = rand_weights(RNG, E, 2 * NI, K, wdt)
+        wd, sd = rand_weights(RNG, E, K, NI, wdt)
+        h = diff("ingot_moe_gate_up", tensor(x), tensor(wgu), opt(sgu), tensor(ids), tol=tol(K))
+        wts = RNG.uniform(0, 1, (T, k)).astype(np.float32)
+        diff("ingot_moe_down", h, tensor(wd), opt(sd), tensor(ids), tensor(wts),
+             tol=tol(k * NI, k))
+
+
+def test_many_slots_and_large_k():
+    # T*k > 64 with T <= 8 leaves the GEMV kernels: grouped path.
+    T, E, k, K, NI = 5, 64, 20, 128, 64
+    x = RNG.standard_normal((T, K)).astype(np.float32)
+    w, _ = rand_weights(RNG, E, 2 * NI, K, BF16)
+    ids = rand_ids(RNG, T, k, E)
+    h = diff("ingot_moe_gate_up", tensor(x), tensor(w), None, tensor(ids), tol=tol(K))
+    wd, _ = rand_weights(RNG, E, K, NI, BF16)
+    wts = RNG.uniform(0, 1, (T, k)).astype(np.float32)
+    diff("ingot_moe_down", h, tensor(wd), None, tensor(ids), tensor(wts), tol=tol(k * NI, k))
+
+
+def random_bits_bf16(shape):
+    """Random bf16 values of magnitude in [2^-9, 2^-3) (fast for ~10^9 values)."""
+    r = RNG.integers(0, 1 << 16, size=shape, dtype=np.uint16)
+    exp = (118 + (r >> 7) % 6).astype(np.uint16)
+    return ((r & 0x807F) | (exp << 7)).view(BF16)
+
+
+def random_bits_f8(shape):
+    """Random finite f8e4m3fn values (exponent field 1..14)."""
+    r = RNG.integers(0, 1 << 8, size=shape, dtype=np.uint8)
+    exp = (1 + (r >> 3) % 14).astype(np.uint8)
+    return ((r & 0x87) | (exp << 3)).view(F8)
+
+
+@pytest.mark.parametrize("wdt", [BF16, F8], ids=lambda d: NAMES[d])
+def test_qwen3_30b_a3b_layer_t1(wdt):
+    # The benchmark's shape: x [1,2048] bf16, 128 experts of gate_up [1536,2048]
+    # and down [2048,768], top-8 of a router, renormalised.
+    E, k, K, NI = 128, 8, 2048, 768
+    x = RNG.standard_normal((1, K)).astype(BF16)
+    logits = RNG.standard_normal((1, E)).astype(np.float32)
+    if wdt == BF16:
+        wgu, wd, sgu, sd = random_bits_bf16((E, 2 * NI, K)), random_bits_bf16((E, K, NI)), None, None
+    else:
+        wgu, wd = random_bits_f8((E, 2 * NI, K)), random_bits_f8((E, K, NI))
+        sgu = (RNG.uniform(0.5, 1.5, (E, 2 * NI)) / 2048).astype(np.float32)
+        sd = (RNG.uniform(0.5, 1.5, (E, K)) / 2048).astype(np.float32)
+    ws, ids = out_ptr(), out_ptr()
+    call("ingot_moe_route", tensor(logits), k, True, ws, ids)
+    weights, ids = take(ws), take(ids)
+    h = diff("ingot_moe_gate_up", tensor(x), tensor(wgu), opt(sgu), ids, tol=tol(K))
+    diff("ingot_moe_down", h, tensor(wd), opt(sd), ids, weights, tol=tol(k * NI, k))
+
+
+# ---- bad ids: no fault, NaN where they were used ----
+
+def test_bad_ids_give_nan_rows():
+    for T in (2, 12):  # GEMV and grouped paths
+        E, k, K, NI = 4, 2, 64, 16
+        x = RNG.standard_normal((T, K)).astype(np.float32)
+        w, _ = rand_weights(RNG, E, 2 * NI, K, BF16)
+        wd, _ = rand_weights(RNG, E, K, NI, BF16)
+        ids = rand_ids(RNG, T, k, E)
+        bad = ids.copy()
+        bad[1, 1] = E
+        bad[0, 0] = -7
+        wts = np.ones((T, k), np.float32)
+        with pytest.raises(IngotError, match="out of range"):
+            call("ingot_moe_gate_up", tensor(x), tensor(w), None, tensor(bad))
+        h = to_numpy(call("ingot_moe_gate_up", to_device(tensor(x)), to_device(tensor(w)), None,
+                          to_device(tensor(bad))))
+        href = to_numpy(call("ingot_moe_gate_up", tensor(x), tensor(w), None, tensor(ids)))
+        assert np.isnan(h[1, 1]).all() and np.isnan(h[0, 0]).all()
+        np.testing.assert_allclose(h[1, 0], href[1, 0], *tol(K))
+        np.testing.assert_allclose(h[2:], href[2:], *tol(K))
+        hh = tensor(href)
+        y = to_numpy(call("ingot_moe_down", to_device(hh), to_device(tensor(wd)), None,
+                          to_device(tensor(bad)), to_device(tensor(wts))))
+        yref = to_numpy(call("ingot_moe_down", hh, tensor(wd), None, tensor(ids), tensor(wts)))
+        assert np.isnan(y[:2]).all()
+        np.testing.assert_allclose(y[2:], yref[2:], *tol(k * NI, k))
+
+
+# ---- a whole layer in a device graph ----
+
+def test_layer_graph_capture_and_replay():
+    E, k, K, NI = 32, 4, 256, 64
+    wg = (RNG.standard_normal((E, K)) / 16).astype(BF16)  # router [E, K], used transposed
+    wgu, _ = rand_weights(RNG, E, 2 * NI, K, BF16)
+    wd, _ = rand_weights(RNG, E, K, NI, BF16)
+    dwgu, dwd = to_device(tensor(wgu)), to_device(tensor(wd))
+    dwg = call("ingot_transpose", to_device(tensor(wg)), 0, 1)
+    x0 = RNG.standard_normal((1, K)).astype(BF16)
+    dx = to_device(tensor(x0))
+
+    def layer(xt, g, gu, d):
+        logits = call("ingot_matmul", xt, g)
+        ws, ids = out_ptr(), out_ptr()
+        call("ingot_moe_route", logits, k, True, ws, ids)
+        weights, ids = take(ws), take(ids)
+        h = call("ingot_moe_gate_up", xt, gu, None, ids)
+        return call("ingot_moe_down", h, d, None, ids, weights)
+
+    want = layer(dx, dwg, dwgu, dwd)  # warm-up: lazy setup (libraries, attributes) not captured
+    gc.collect()  # nothing of earlier tests is released during the capture
+    assert lib.ingot_synchronize(CUDA) == 0
+    assert lib.ingot_graph_begin(CUDA) == 0
+    try:
+        y = layer(dx, dwg, dwgu, dwd)
+    finally:
+        graph = lib.ingot_graph_end(CUDA)
+    assert graph, "graph capture failed"
+    try:
+        for _ in range(3):
+            xn = RNG.standard_normal((1, K)).astype(BF16)
+            call("ingot_copy_", dx, to_device(tensor(xn)))
+            assert lib.ingot_graph_replay(graph) == 0
+            # The same kernels run eagerly (bf16 router logits decide the experts,
+            # so the reference is this device, not the CPU): equal results.
+            want = layer(dx, dwg, dwgu, dwd)
+            np.testing.assert_allclose(to_numpy(y), to_numpy(want), rtol=1e-6, atol=1e-7)
+            assert np.isfinite(to_numpy(y)).all()
+    finally:
+        y = want = None  # release the graph's output before its private pool goes
+        lib.ingot_graph_destroy(graph)
+
+
+def test_down_gemv_large_staging():
+    # T = 8, k = 8, I = 768: 196 KiB of h staged (the opt-in shared-memory size).
+    T, E, k, K, NI = 8, 64, 8, 72, 768
+    h = RNG.standard_normal((T, k, NI)).astype(np.float32)
+    w, _ = rand_weights(RNG, E, K, NI, BF16)
+    ids = rand_ids(RNG, T, k, E)
+    wts = RNG.uniform(0, 1, (T, k)).astype(np.float32)
+    diff("ingot_moe_down", tensor(h), tensor(w), None, tensor(ids), tensor(wts), tol=tol(k * NI, k))
