@@ -3,6 +3,7 @@
 #define INGOT_INGOT_H
 
 #include "backend.h"
+#include "convert.h"
 #include "device.h"
 #include "dtype.h"
 #include "error.h"

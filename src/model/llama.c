@@ -284,8 +284,8 @@ static bool alloc_buffers(ingot_model *m) {
   m->q = malloc(CHUNK * qd * sizeof(float));
   m->k = malloc(CHUNK * kvd * sizeof(float));
   m->v = malloc(CHUNK * kvd * sizeof(float));
-  m->hb = malloc(CHUNK * (size_t)c->ffn_dim * sizeof(float));
-  m->hb2 = malloc(CHUNK * (size_t)c->ffn_dim * sizeof(float));
+  m->hb = malloc(CHUNK * (size_t)model_ffn_max(c) * sizeof(float));
+  m->hb2 = malloc(CHUNK * (size_t)model_ffn_max(c) * sizeof(float));
   m->att = malloc(att);
   m->rope_cs = malloc(CHUNK * (size_t)c->head_dim * sizeof(float));
   if (!m->k_cache || !m->v_cache || !m->x || !m->xb || !m->xb2 || !m->q || !m->k || !m->v ||
@@ -294,7 +294,13 @@ static bool alloc_buffers(ingot_model *m) {
                2 * cache * sizeof(float) >> 20);
     return false;
   }
-  return true;
+  return c->n_experts <= 0 || moe_alloc(m, CHUNK);
+}
+
+int64_t model_ffn_max(const ingot_model_config *c) {
+  int64_t f = c->ffn_dim;
+  if (c->n_experts > 0 && c->expert_ffn_dim > f) f = c->expert_ffn_dim;
+  return c->shared_expert_ffn_dim > f ? c->shared_expert_ffn_dim : f;
 }
 
 /* Fault the mapped weights in now (reporting progress) rather than during
@@ -398,6 +404,7 @@ void ingot_model_free(ingot_model *m) {
   ingot_tokenizer_free(m->tok);
   ingot_gguf_close(m->g);
   hf_free(m);
+  moe_free(m);
   free(m->layers);
   free(m->inv_freq);
   free(m->k_cache);
@@ -419,6 +426,9 @@ void ingot_model_free(ingot_model *m) {
 
 const ingot_model_config *ingot_model_get_config(const ingot_model *m) {
   return m ? &m->cfg : NULL;
+}
+bool ingot_model_layer_is_moe(const ingot_model *m, int l) {
+  return m && l >= 0 && l < m->cfg.n_layers && m->layers && m->layers[l].moe;
 }
 ingot_tokenizer *ingot_model_tokenizer(ingot_model *m) { return m ? m->tok : NULL; }
 const char *ingot_model_chat_template(const ingot_model *m) {
@@ -463,6 +473,19 @@ static ingot_status linear(const ingot_model *m, const qweight *w, const float *
                            float *y) {
   if (m->exact_matvec) return ingot_ggml_matvec(w->type, w->data, w->rows, w->cols, x, n, y);
   return ingot_ggml_matvec_q8(w->type, w->data, w->rows, w->cols, x, n, y);
+}
+
+ingot_status model_mlp(const ingot_model *m, const qweight *gate, const qweight *up,
+                       const qweight *down, const float *x, int64_t n, float *h1, float *h2,
+                       float *y) {
+  ingot_status st;
+  if ((st = linear(m, gate, x, n, h1)) || (st = linear(m, up, x, n, h2))) return st;
+  int64_t nf = n * gate->rows;
+  for (int64_t i = 0; i < nf; i++) {
+    float g = h1[i];
+    h1[i] = g / (1.0f + expf(-g)) * h2[i];
+  }
+  return linear(m, down, h1, n, y);
 }
 
 /* a . b with 16 independent partial sums: a plain `d += a[i] * b[i]` is one
@@ -566,15 +589,9 @@ static ingot_status forward_chunk(ingot_model *m, const int32_t *tok, int64_t T)
 
     for (int64_t t = 0; t < T; t++)
       rmsnorm(m->xb + t * dim, m->x + t * dim, L->ffn_norm, dim, c->rms_eps);
-    if ((st = linear(m, &L->w_gate, m->xb, T, m->hb)) ||
-        (st = linear(m, &L->w_up, m->xb, T, m->hb2)))
-      return st;
-    int64_t nf = T * c->ffn_dim;
-    for (int64_t i = 0; i < nf; i++) {
-      float g = m->hb[i];
-      m->hb[i] = g / (1.0f + expf(-g)) * m->hb2[i];
-    }
-    if ((st = linear(m, &L->w_down, m->hb, T, m->xb2))) return st;
+    st = L->moe ? moe_forward(m, L->moe, m->xb, T, m->xb2)
+                : model_mlp(m, &L->w_gate, &L->w_up, &L->w_down, m->xb, T, m->hb, m->hb2, m->xb2);
+    if (st) return st;
     for (int64_t i = 0; i < T * dim; i++) m->x[i] += m->xb2[i];
   }
   m->n_past += T;
