@@ -7,7 +7,7 @@ There is no SmolLM2 HF checkpoint here, only the Q4_1 GGUF (.cache/models):
 the script dequantises it with the gguf package into an HF-layout bf16
 directory (Q/K rows un-permuted back to HF's half-split RoPE order,
 config.json and tokenizer.json from the GGUF metadata), checks that this
-directory reproduces the GGUF model's logits, runs `ingot quantize` on it,
+directory reproduces the GGUF model's logits (up to bf16 rounding), runs `ingot quantize` on it,
 then feeds the same token ids (a fixed text tokenized by ingot) one at a time
 through both models on the CPU and prints, over every next-token position:
 mean and max KL(bf16 || fp8), top-1 agreement, and each model's perplexity
@@ -162,6 +162,7 @@ def main():
     cmd = [cli, "quantize", bf16, fp8] + (["--skip-lm-head"] if a.skip_lm_head else [])
     subprocess.run(cmd, check=True)
 
+    os.environ["INGOT_EXACT_MATVEC"] = "1"  # float activations in the GGUF model too
     g = load(gguf)
     tok = lib.ingot_model_tokenizer(g)
     buf = np.zeros(4096, np.int32)

@@ -51,6 +51,7 @@ struct ingot_model {
   bool exact_matvec;         /* float activations in linear layers (see ingot_model_options) */
   struct hf_state *hf;       /* HF directory models (model_hf.c): checkpoint + owned buffers */
   struct moe_scratch *moe_s; /* expert block buffers (moe_block.c), NULL for dense models */
+  moe_weights *moe_w;        /* GGUF expert blocks: n_layers of them, then their expert qweights */
 };
 
 /* An HF directory (config.json, safetensors, tokenizer.json) into m: config,

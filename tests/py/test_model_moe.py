@@ -6,9 +6,11 @@ softmax, top-k, renormalisation if norm_topk_prob, the weighted sum of the
 chosen SwiGLU experts, and (Qwen2-MoE style) a shared expert scaled by
 sigmoid(shared_expert_gate . x). Tiny random models are written as
 safetensors (bf16 and f32; E = 4/8, k = 1/2, norm on/off, mlp_only_layers,
-decoder_sparse_step, per-expert and fused expert tensors). The last test
-compares with transformers itself and skips unless it imports (GPU machine)."""
+decoder_sparse_step, per-expert and fused expert tensors), and as GGUF
+qwen3moe files (3-D expert tensors). test_matches_transformers_moe compares
+with transformers itself and skips unless it imports (GPU machine)."""
 import ctypes
+import json
 
 import ml_dtypes
 import numpy as np
@@ -244,3 +246,81 @@ def test_matches_transformers_moe(tmp_path, tok_dir):
     with Model(tmp_path / "tf") as m:
         assert rel(m.logits(PROMPT), want) < 1e-4
         assert m.greedy(PROMPT, 32) == toks
+
+
+# ---- GGUF qwen3moe (llama.cpp's layout: 3-D expert tensors, always renormalised) ----
+
+def write_gguf(path, c, w, tok_dir, drop=None):
+    gguf = pytest.importorskip("gguf")
+    tk = json.loads((tok_dir / "tokenizer.json").read_text())
+    vocab = dict(tk["model"]["vocab"])
+    vocab.update({t["content"]: t["id"] for t in tk["added_tokens"]})
+    toks = [None] * (max(vocab.values()) + 1)
+    for t, i in vocab.items():
+        toks[i] = t
+    merges = [m if isinstance(m, str) else " ".join(m) for m in tk["model"]["merges"]]
+    special = {t["content"] for t in tk["added_tokens"]}
+    g = gguf.GGUFWriter(str(path), "qwen3moe")
+    a = "qwen3moe."
+    for k, v in [("block_count", c["num_hidden_layers"]), ("embedding_length", c["hidden_size"]),
+                 ("feed_forward_length", c["intermediate_size"]),
+                 ("attention.head_count", c["num_attention_heads"]),
+                 ("attention.head_count_kv", c["num_key_value_heads"]),
+                 ("attention.key_length", c["head_dim"]), ("attention.value_length", c["head_dim"]),
+                 ("context_length", c["max_position_embeddings"]),
+                 ("expert_count", c["num_experts"]), ("expert_used_count", c["num_experts_per_tok"]),
+                 ("expert_feed_forward_length", c["moe_intermediate_size"])]:
+        g.add_uint32(a + k, v)
+    g.add_float32(a + "attention.layer_norm_rms_epsilon", c["rms_norm_eps"])
+    g.add_float32(a + "rope.freq_base", c["rope_theta"])
+    g.add_tokenizer_model("gpt2")
+    g.add_token_list(toks)
+    g.add_token_types([3 if t in special else 1 for t in toks])
+    g.add_token_merges(merges)
+    g.add_eos_token_id(vocab["<|im_end|>"])
+    per = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
+           "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+           "self_attn.o_proj": "attn_output", "self_attn.q_norm": "attn_q_norm",
+           "self_attn.k_norm": "attn_k_norm", "mlp.gate": "ffn_gate_inp"}
+    g.add_tensor("token_embd.weight", w["model.embed_tokens.weight"])
+    g.add_tensor("output_norm.weight", w["model.norm.weight"])
+    for l in range(c["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        for hf, gg in per.items():
+            g.add_tensor(f"blk.{l}.{gg}.weight", w[p + hf + ".weight"])
+        for proj in ("gate", "up", "down"):
+            if f"blk.{l}.ffn_{proj}_exps.weight" == drop:
+                continue
+            g.add_tensor(f"blk.{l}.ffn_{proj}_exps.weight", np.stack(
+                [w[p + f"mlp.experts.{e}.{proj}_proj.weight"] for e in range(c["num_experts"])]))
+    g.write_header_to_file()
+    g.write_kv_data_to_file()
+    g.write_tensors_to_file()
+    g.close()
+    return path
+
+
+def test_gguf_qwen3moe_matches_hf(tmp_path, tok_dir):
+    c = moe_config(8, 2, True)
+    w = moe_weights(c, seed=13)
+    want = ref_logits(c, w, PROMPT, moe_mlp)
+    with Model(write_gguf(tmp_path / "m.gguf", c, w, tok_dir)) as m:
+        assert all(lib.ingot_model_layer_is_moe(m.p, l) for l in range(c["num_hidden_layers"]))
+        got = m.logits(PROMPT)
+    assert rel(got, want) < 1e-4
+    with Model(write_model(tmp_path / "hf", c, w, tok_dir)) as m:
+        np.testing.assert_allclose(got, m.logits(PROMPT), rtol=0, atol=1e-5 * np.abs(want).max())
+
+
+def test_gguf_qwen3moe_errors(tmp_path, tok_dir):
+    c = moe_config(8, 2, True)
+    w = moe_weights(c, seed=13)
+    with pytest.raises(RuntimeError, match="missing tensor 'blk.2.ffn_down_exps.weight'"):
+        Model(write_gguf(tmp_path / "x.gguf", c, w, tok_dir, drop="blk.2.ffn_down_exps.weight"))
+    c2 = dict(c, moe_intermediate_size=41)  # the file says 41, the tensors hold 40
+    with pytest.raises(RuntimeError, match=r"ffn_gate_exps.weight' has 3 dims \[64, 40, \.\.\.\], "
+                                           r"expected \[64, 41, 8\]"):
+        Model(write_gguf(tmp_path / "y.gguf", c2, w, tok_dir))
+    c3 = dict(c, num_experts_per_tok=9)
+    with pytest.raises(RuntimeError, match="expert_used_count 9 > expert_count 8"):
+        Model(write_gguf(tmp_path / "z.gguf", c3, w, tok_dir))
