@@ -407,7 +407,6 @@ static int cmd_generate(int argc, char **argv, bool chat) {
   return rc;
 }
 
-
 static void quantize_usage(FILE *f) {
   fprintf(f,
           "usage: ingot quantize IN_DIR OUT_DIR [--skip-lm-head]\n"
