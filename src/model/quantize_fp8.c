@@ -124,11 +124,11 @@ static ingot_status fill(int64_t i, void *buf, size_t nbytes, void *user) {
     free(x);
   }
   if (bad == -2) {
-    ingot_fail(INGOT_ERR_OOM, "ingot quantize: out of memory");
+    ingot_fail(INGOT_ERR_OOM, "ingot_quantize_fp8: out of memory");
     return INGOT_ERR_OOM;
   }
   if (bad >= 0) {
-    ingot_fail(INGOT_ERR_ARG, "ingot quantize: tensor '%s' row %lld holds NaN or inf", ti.name,
+    ingot_fail(INGOT_ERR_ARG, "ingot_quantize_fp8: tensor '%s' row %lld holds NaN or inf", ti.name,
                (long long)bad);
     return INGOT_ERR_ARG;
   }
@@ -143,7 +143,7 @@ static ingot_status plan(qctx *q, ingot_quantize_stats *stats) {
   q->kind = calloc((size_t)(2 * nt + 1), 1);
   q->owned_names = calloc((size_t)(nt + 1), sizeof *q->owned_names);
   if (!q->e || !q->src || !q->kind || !q->owned_names) {
-    ingot_fail(INGOT_ERR_OOM, "ingot quantize: out of memory");
+    ingot_fail(INGOT_ERR_OOM, "ingot_quantize_fp8: out of memory");
     return INGOT_ERR_OOM;
   }
   bool skip = q->o && q->o->skip_lm_head;
@@ -160,20 +160,20 @@ static ingot_status plan(qctx *q, ingot_quantize_stats *stats) {
     if (!is_linear_weight(&ti, skip)) continue;
     if (ti.dtype != INGOT_F32 && ti.dtype != INGOT_F16 && ti.dtype != INGOT_BF16) {
       ingot_fail(INGOT_ERR_UNSUPPORTED,
-                 "ingot quantize: weight '%s' has dtype %s (F32, F16 or BF16 expected)", ti.name,
+                 "ingot_quantize_fp8: weight '%s' has dtype %s (F32, F16 or BF16 expected)", ti.name,
                  ti.dtype_name);
       return INGOT_ERR_UNSUPPORTED;
     }
     size_t len = strlen(ti.name);
     char *sn = malloc(len + 7);
     if (!(q->owned_names[stats->quantized] = sn)) {
-      ingot_fail(INGOT_ERR_OOM, "ingot quantize: out of memory");
+      ingot_fail(INGOT_ERR_OOM, "ingot_quantize_fp8: out of memory");
       return INGOT_ERR_OOM;
     }
     memcpy(sn, ti.name, len);
     memcpy(sn + len, "_scale", 7);
     if (ingot_checkpoint_find(q->ck, sn, &(ingot_safetensors_info){0})) {
-      ingot_fail(INGOT_ERR_UNSUPPORTED, "ingot quantize: '%s' already exists in the input", sn);
+      ingot_fail(INGOT_ERR_UNSUPPORTED, "ingot_quantize_fp8: '%s' already exists in the input", sn);
       return INGOT_ERR_UNSUPPORTED;
     }
     stats->quantized++;
@@ -199,12 +199,12 @@ static ingot_status copy_file(const char *in, const char *out, const char *name)
   ingot_status st = INGOT_OK;
   int fi = -1, fo = -1;
   if (!src || !dst) {
-    ingot_fail(INGOT_ERR_OOM, "ingot quantize: out of memory");
+    ingot_fail(INGOT_ERR_OOM, "ingot_quantize_fp8: out of memory");
     st = INGOT_ERR_OOM;
     goto done;
   }
   if ((fi = open(src, O_RDONLY)) < 0 || (fo = open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0) {
-    ingot_fail(INGOT_ERR_IO, "ingot quantize: cannot copy %s to %s: %s", src, dst, strerror(errno));
+    ingot_fail(INGOT_ERR_IO, "ingot_quantize_fp8: cannot copy %s to %s: %s", src, dst, strerror(errno));
     st = INGOT_ERR_IO;
     goto done;
   }
@@ -216,7 +216,7 @@ static ingot_status copy_file(const char *in, const char *out, const char *name)
       break;
     }
   if (r < 0 || close(fo)) {
-    ingot_fail(INGOT_ERR_IO, "ingot quantize: writing %s failed: %s", dst, strerror(errno));
+    ingot_fail(INGOT_ERR_IO, "ingot_quantize_fp8: writing %s failed: %s", dst, strerror(errno));
     st = INGOT_ERR_IO;
   }
   fo = -1;
@@ -232,7 +232,7 @@ done:
 static ingot_status copy_side_files(const char *in_dir, const char *out_dir) {
   DIR *d = opendir(in_dir);
   if (!d) {
-    ingot_fail(INGOT_ERR_IO, "ingot quantize: cannot list %s: %s", in_dir, strerror(errno));
+    ingot_fail(INGOT_ERR_IO, "ingot_quantize_fp8: cannot list %s: %s", in_dir, strerror(errno));
     return INGOT_ERR_IO;
   }
   ingot_status st = INGOT_OK;
@@ -261,17 +261,17 @@ ingot_status ingot_quantize_fp8(const char *in_dir, const char *out_dir,
   if (!stats) stats = &local;
   memset(stats, 0, sizeof *stats);
   if (mkdir(out_dir, 0755) && errno != EEXIST) {
-    ingot_fail(INGOT_ERR_IO, "ingot quantize: cannot create %s: %s", out_dir, strerror(errno));
+    ingot_fail(INGOT_ERR_IO, "ingot_quantize_fp8: cannot create %s: %s", out_dir, strerror(errno));
     return INGOT_ERR_IO;
   }
   char a[PATH_MAX], b[PATH_MAX];
   if (!realpath(in_dir, a) || !realpath(out_dir, b)) {
-    ingot_fail(INGOT_ERR_IO, "ingot quantize: %s: %s", realpath(in_dir, a) ? out_dir : in_dir,
+    ingot_fail(INGOT_ERR_IO, "ingot_quantize_fp8: %s: %s", realpath(in_dir, a) ? out_dir : in_dir,
                strerror(errno));
     return INGOT_ERR_IO;
   }
   if (!strcmp(a, b)) {
-    ingot_fail(INGOT_ERR_ARG, "ingot quantize: the output directory is the input directory");
+    ingot_fail(INGOT_ERR_ARG, "ingot_quantize_fp8: the output directory is the input directory");
     return INGOT_ERR_ARG;
   }
   char *stale = model_path_join(out_dir, "model.safetensors.index.json");
@@ -279,7 +279,7 @@ ingot_status ingot_quantize_fp8(const char *in_dir, const char *out_dir,
   free(stale);
   if (has_stale) {
     ingot_fail(INGOT_ERR_ARG,
-               "ingot quantize: %s holds a model.safetensors.index.json (it would shadow the "
+               "ingot_quantize_fp8: %s holds a model.safetensors.index.json (it would shadow the "
                "output); use an empty directory",
                out_dir);
     return INGOT_ERR_ARG;
@@ -289,7 +289,7 @@ ingot_status ingot_quantize_fp8(const char *in_dir, const char *out_dir,
   ingot_status st = plan(&q, stats);
   char *path = st ? NULL : model_path_join(out_dir, "model.safetensors");
   if (!st && !path) {
-    ingot_fail(INGOT_ERR_OOM, "ingot quantize: out of memory");
+    ingot_fail(INGOT_ERR_OOM, "ingot_quantize_fp8: out of memory");
     st = INGOT_ERR_OOM;
   }
   static const char *const meta[] = {"format", "pt"};
