@@ -1,5 +1,5 @@
 /* The ingot command: info (version, build, devices, op support table),
- * generate and chat (a GGUF model on the CPU). */
+ * generate and chat (a GGUF model on the CPU), quantize (HF model to FP8). */
 #define _GNU_SOURCE /* getline, strdup, access */
 #include <errno.h>
 #include <math.h>
@@ -18,6 +18,7 @@ static void usage(FILE *f) {
           "  devices   the devices this build can use\n"
           "  generate  complete a prompt with a GGUF model (ingot generate --help)\n"
           "  chat      talk to a GGUF model, one message a line on stdin\n"
+          "  quantize  an HF safetensors model to FP8 weights (ingot quantize --help)\n"
           "  help      this text\n");
 }
 
@@ -402,6 +403,57 @@ static int cmd_generate(int argc, char **argv, bool chat) {
   return rc;
 }
 
+static void quantize_usage(FILE *f) {
+  fprintf(f,
+          "usage: ingot quantize IN_DIR OUT_DIR [--skip-lm-head]\n"
+          "Reads the HF model in IN_DIR (config.json, F32/F16/BF16 safetensors, single or\n"
+          "sharded) and writes OUT_DIR/model.safetensors with every linear weight as\n"
+          "F8_E4M3 and a per-output-row F32 scale '<name>_scale' beside it (embeddings,\n"
+          "norms and MoE routers stay as they are), plus the other files of IN_DIR.\n"
+          "  --skip-lm-head   keep lm_head.weight unquantized\n"
+          "  -h, --help       this text\n");
+}
+
+static void progress_line(double f, void *user) {
+  (void)user;
+  fprintf(stderr, "\rquantizing: %3d%%", (int)(f * 100));
+  if (f >= 1) fprintf(stderr, "\n");
+}
+
+static int cmd_quantize(int argc, char **argv) {
+  const char *dirs[2] = {NULL, NULL};
+  int nd = 0;
+  ingot_quantize_options o = {0};
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+      quantize_usage(stdout);
+      return 0;
+    }
+    if (!strcmp(argv[i], "--skip-lm-head")) {
+      o.skip_lm_head = true;
+    } else if (argv[i][0] == '-' || nd == 2) {
+      fprintf(stderr, "ingot quantize: unexpected argument '%s'\n", argv[i]);
+      quantize_usage(stderr);
+      return 2;
+    } else {
+      dirs[nd++] = argv[i];
+    }
+  }
+  if (nd != 2) {
+    quantize_usage(stderr);
+    return 2;
+  }
+  if (isatty(2)) o.progress = progress_line;
+  ingot_quantize_stats st;
+  if (ingot_quantize_fp8(dirs[0], dirs[1], &o, &st)) {
+    fprintf(stderr, "ingot: %s\n", ingot_last_error());
+    return 1;
+  }
+  printf("%s: %lld tensors, %lld quantized to F8_E4M3; %.1f MiB -> %.1f MiB\n", dirs[1],
+         (long long)st.tensors, (long long)st.quantized, st.bytes_in / 1048576.0,
+         st.bytes_out / 1048576.0);
+  return 0;
+}
 
 int main(int argc, char **argv) {
   const char *cmd = argc > 1 ? argv[1] : "info";
@@ -426,6 +478,7 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(cmd, "generate")) return cmd_generate(argc - 1, argv + 1, false);
   if (!strcmp(cmd, "chat")) return cmd_generate(argc - 1, argv + 1, true);
+  if (!strcmp(cmd, "quantize")) return cmd_quantize(argc - 1, argv + 1);
   fprintf(stderr, "ingot: unknown command '%s'\n", cmd);
   usage(stderr);
   return 2;

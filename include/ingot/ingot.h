@@ -4,6 +4,7 @@
 
 #include "attention.h"
 #include "backend.h"
+#include "convert.h"
 #include "device.h"
 #include "dtype.h"
 #include "error.h"

@@ -1,4 +1,5 @@
-/* Transformer models read from GGUF (llama today; qwen3 next): load with
+/* Transformer models read from GGUF or HF directories (llama, qwen3; and
+ * qwen3_moe from HF directories): load with
  * validation, forward over a KV cache, sampling and a generation loop.
  * The quantized weights stay mmapped from the file; the CPU path multiplies
  * them directly (ingot_ggml_matvec), without a dequantised copy. */
@@ -21,7 +22,8 @@ typedef struct ingot_tokenizer ingot_tokenizer;
 
 typedef enum ingot_model_arch {
   INGOT_ARCH_LLAMA = 0,
-  INGOT_ARCH_QWEN3 = 1
+  INGOT_ARCH_QWEN3 = 1,
+  INGOT_ARCH_QWEN3_MOE = 2 /* qwen3 attention, sparse mixture-of-experts MLP (HF only) */
 } ingot_model_arch;
 
 typedef enum ingot_rope_scaling {
@@ -52,7 +54,15 @@ typedef struct ingot_model_config {
   int64_t rope_orig_ctx;                              /* rope.scaling.original_context_length */
   bool qk_norm;         /* RMSNorm on each q/k head before RoPE (qwen3) */
   bool tied_embeddings; /* no output.weight: the LM head is token_embd.weight */
-  int n_experts, n_experts_used; /* mixture of experts (0 for dense models; not yet supported) */
+  /* Mixture of experts (qwen3_moe; 0 for dense models): n_experts routed
+   * experts of expert_ffn_dim (moe_intermediate_size), n_experts_used of them
+   * per token (num_experts_per_tok), their softmax weights renormalised to
+   * sum 1 if norm_topk_prob; a shared expert of shared_expert_ffn_dim (0:
+   * none) scaled by sigmoid(shared_expert_gate . x). Which layers are sparse:
+   * decoder_sparse_step and mlp_only_layers (ingot_model_layer_is_moe). */
+  int n_experts, n_experts_used;
+  int expert_ffn_dim, shared_expert_ffn_dim;
+  bool norm_topk_prob;
 } ingot_model_config;
 
 typedef struct ingot_model ingot_model;
@@ -87,6 +97,9 @@ ingot_model *ingot_model_load_ex(const char *path, ingot_device dev,
 void ingot_model_free(ingot_model *m);
 
 const ingot_model_config *ingot_model_get_config(const ingot_model *m);
+/* Whether layer l's MLP is the sparse expert block (false for dense models,
+ * mlp_only_layers and layers off the decoder_sparse_step, or l out of range). */
+bool ingot_model_layer_is_moe(const ingot_model *m, int l);
 /* The tokenizer from the same GGUF (owned by the model). */
 ingot_tokenizer *ingot_model_tokenizer(ingot_model *m);
 /* Chat template of the file (tokenizer.chat_template) or NULL. */

@@ -71,6 +71,27 @@ bool ingot_checkpoint_find(const ingot_checkpoint *ck, const char *name,
 ingot_tensor *ingot_checkpoint_load_tensor(const ingot_checkpoint *ck, const char *name,
                                            ingot_dtype dt, ingot_device dev);
 
+/* ---- writing (src/model/safetensors_write.c) ---- */
+typedef struct ingot_safetensors_entry {
+  const char *name;
+  ingot_dtype dtype; /* one of the dtypes above */
+  int ndim;          /* 0..INGOT_SAFETENSORS_MAX_DIMS */
+  int64_t shape[INGOT_SAFETENSORS_MAX_DIMS];
+} ingot_safetensors_entry;
+
+/* Fill buf with the nbytes (numel x dtype size) of entry i; a non-zero
+ * status (with the error set) aborts the write. */
+typedef ingot_status (*ingot_safetensors_fill_fn)(int64_t i, void *buf, size_t nbytes, void *user);
+
+/* Write n tensors to path: the header (with "__metadata__" from the n_meta
+ * key/value string pairs meta_kv, may be NULL), then each tensor's bytes in
+ * entry order, asked from fill one tensor at a time. Goes through
+ * "<path>.tmp", renamed at the end: on any error (bad entry, fill failure,
+ * disk full) no file is left and the error names the cause. */
+ingot_status ingot_safetensors_write(const char *path, const ingot_safetensors_entry *entries,
+                                     int64_t n, const char *const *meta_kv, int64_t n_meta,
+                                     ingot_safetensors_fill_fn fill, void *user);
+
 #ifdef __cplusplus
 }
 #endif

@@ -68,9 +68,15 @@ static bool read_config(const ingot_gguf *g, const char *path, ingot_model_confi
     c->arch = INGOT_ARCH_QWEN3;
     c->qk_norm = true;
     c->rope_neox = true; /* llama.cpp: LLAMA_ROPE_TYPE_NEOX */
+  } else if (!strcmp(c->arch_name, "qwen3moe")) {
+    c->arch = INGOT_ARCH_QWEN3_MOE;
+    c->qk_norm = true;
+    c->rope_neox = true;
+    c->norm_topk_prob = true; /* llama.cpp's qwen3moe graph always renormalises */
   } else {
-    ingot_fail(INGOT_ERR_UNSUPPORTED, "%s: architecture '%s' is not supported (llama, qwen3)",
-               path, c->arch_name);
+    ingot_fail(INGOT_ERR_UNSUPPORTED,
+               "%s: architecture '%s' is not supported (llama, qwen3, qwen3moe)", path,
+               c->arch_name);
     return false;
   }
   const char *an = c->arch_name;
@@ -125,7 +131,17 @@ static bool read_config(const ingot_gguf *g, const char *path, ingot_model_confi
       return false;
     }
   }
-  if (meta_int(g, an, "expert_count", &v) && v > 0) {
+  if (c->arch == INGOT_ARCH_QWEN3_MOE) {
+    if (!meta_dim(g, an, "expert_count", &c->n_experts, path) ||
+        !meta_dim(g, an, "expert_used_count", &c->n_experts_used, path) ||
+        !meta_dim(g, an, "expert_feed_forward_length", &c->expert_ffn_dim, path))
+      return false;
+    if (c->n_experts_used > c->n_experts) {
+      ingot_fail(INGOT_ERR_IO, "%s: expert_used_count %d > expert_count %d", path,
+                 c->n_experts_used, c->n_experts);
+      return false;
+    }
+  } else if (meta_int(g, an, "expert_count", &v) && v > 0) {
     ingot_fail(INGOT_ERR_UNSUPPORTED, "%s: mixture-of-experts models are not supported yet",
                path);
     return false;
@@ -182,6 +198,57 @@ static bool get_tensor(ingot_model *m, const char *name, int64_t cols, int64_t r
   return true;
 }
 
+/* The E experts of a 3-D GGUF tensor, ne == {cols, rows, E}: expert e is
+ * the e-th [rows, cols] slab, each row in a type the matvec handles. */
+static bool get_experts(ingot_model *m, const char *name, int64_t cols, int64_t rows, int64_t E,
+                        qweight *out) {
+  int64_t i = ingot_gguf_find_tensor(m->g, name);
+  ingot_gguf_tensor_info ti;
+  if (i < 0) {
+    ingot_fail(INGOT_ERR_IO, "%s: missing tensor '%s'", m->path, name);
+    return false;
+  }
+  if (!ingot_gguf_tensor_info_get(m->g, i, &ti)) return false;
+  if (ti.ndim != 3 || ti.ne[0] != cols || ti.ne[1] != rows || ti.ne[2] != E) {
+    ingot_fail(INGOT_ERR_IO,
+               "%s: tensor '%s' has %d dims [%lld, %lld, ...], expected [%lld, %lld, %lld] "
+               "(ggml order) for this config",
+               m->path, name, ti.ndim, (long long)ti.ne[0], (long long)ti.ne[1], (long long)cols,
+               (long long)rows, (long long)E);
+    return false;
+  }
+  size_t rs = ingot_ggml_row_size(ti.type, cols);
+  if (!rs || ti.nbytes != rs * (size_t)(rows * E) || ((uintptr_t)ti.data & 3)) {
+    ingot_fail(INGOT_ERR_UNSUPPORTED, "%s: tensor '%s' has an unsupported type or size", m->path,
+               name);
+    return false;
+  }
+  for (int64_t e = 0; e < E; e++)
+    out[e] = (qweight){.data = (const char *)ti.data + (size_t)e * rs * (size_t)rows,
+                       .type = ti.type,
+                       .rows = rows,
+                       .cols = cols,
+                       .row_bytes = rs,
+                       .nbytes = rs * (size_t)rows};
+  return true;
+}
+
+/* blk.l's expert block: router ffn_gate_inp, experts ffn_{gate,up,down}_exps. */
+static bool get_moe(ingot_model *m, int l, moe_weights *w, qweight *ex) {
+  const ingot_model_config *c = &m->cfg;
+  int64_t E = c->n_experts, dim = c->dim, eff = c->expert_ffn_dim;
+  *w = (moe_weights){.gate = ex, .up = ex + E, .down = ex + 2 * E};
+  char n[96];
+  snprintf(n, sizeof n, "blk.%d.ffn_gate_inp.weight", l);
+  if (!get_tensor(m, n, dim, E, &w->router)) return false;
+  snprintf(n, sizeof n, "blk.%d.ffn_gate_exps.weight", l);
+  if (!get_experts(m, n, dim, eff, E, w->gate)) return false;
+  snprintf(n, sizeof n, "blk.%d.ffn_up_exps.weight", l);
+  if (!get_experts(m, n, dim, eff, E, w->up)) return false;
+  snprintf(n, sizeof n, "blk.%d.ffn_down_exps.weight", l);
+  return get_experts(m, n, eff, dim, E, w->down);
+}
+
 static bool get_norm(ingot_model *m, const char *name, int64_t n, const float **out) {
   qweight w;
   if (!get_tensor(m, name, n, 0, &w)) return false;
@@ -224,13 +291,27 @@ static bool load_weights(ingot_model *m) {
 #define N(field, suffix, len)                            \
   (snprintf(n, sizeof n, "blk.%d." suffix ".weight", l), \
    get_norm(m, n, len, &L->field))
+  bool moe = c->arch == INGOT_ARCH_QWEN3_MOE; /* every layer sparse, as llama.cpp */
+  size_t E = (size_t)c->n_experts;
+  if (moe &&
+      !(m->moe_w = calloc((size_t)c->n_layers, sizeof(moe_weights) + 3 * E * sizeof(qweight)))) {
+    ingot_fail(INGOT_ERR_OOM, "model: out of memory");
+    return false;
+  }
   for (int l = 0; l < c->n_layers; l++) {
     layer *L = &m->layers[l];
     if (!N(attn_norm, "attn_norm", dim) || !N(ffn_norm, "ffn_norm", dim) ||
         !T(wq, "attn_q", dim, qd) || !T(wk, "attn_k", dim, kvd) || !T(wv, "attn_v", dim, kvd) ||
-        !T(wo, "attn_output", qd, dim) || !T(w_gate, "ffn_gate", dim, c->ffn_dim) ||
-        !T(w_up, "ffn_up", dim, c->ffn_dim) || !T(w_down, "ffn_down", c->ffn_dim, dim))
+        !T(wo, "attn_output", qd, dim))
       return false;
+    if (moe) {
+      L->moe = &m->moe_w[l];
+      if (!get_moe(m, l, L->moe, (qweight *)(m->moe_w + c->n_layers) + (size_t)l * 3 * E))
+        return false;
+    } else if (!T(w_gate, "ffn_gate", dim, c->ffn_dim) || !T(w_up, "ffn_up", dim, c->ffn_dim) ||
+               !T(w_down, "ffn_down", c->ffn_dim, dim)) {
+      return false;
+    }
     if (c->qk_norm && (!N(q_norm, "attn_q_norm", c->head_dim) ||
                        !N(k_norm, "attn_k_norm", c->head_dim)))
       return false;
@@ -285,8 +366,8 @@ static bool alloc_buffers(ingot_model *m) {
   m->q = malloc(CHUNK * qd * sizeof(float));
   m->k = malloc(CHUNK * kvd * sizeof(float));
   m->v = malloc(CHUNK * kvd * sizeof(float));
-  m->hb = malloc(CHUNK * (size_t)c->ffn_dim * sizeof(float));
-  m->hb2 = malloc(CHUNK * (size_t)c->ffn_dim * sizeof(float));
+  m->hb = malloc(CHUNK * (size_t)model_ffn_max(c) * sizeof(float));
+  m->hb2 = malloc(CHUNK * (size_t)model_ffn_max(c) * sizeof(float));
   m->att = malloc(att);
   m->rope_cs = malloc(CHUNK * (size_t)c->head_dim * sizeof(float));
   if (!m->k_cache || !m->v_cache || !m->x || !m->xb || !m->xb2 || !m->q || !m->k || !m->v ||
@@ -295,7 +376,13 @@ static bool alloc_buffers(ingot_model *m) {
                2 * cache * sizeof(float) >> 20);
     return false;
   }
-  return true;
+  return c->n_experts <= 0 || moe_alloc(m, CHUNK);
+}
+
+int64_t model_ffn_max(const ingot_model_config *c) {
+  int64_t f = c->ffn_dim;
+  if (c->n_experts > 0 && c->expert_ffn_dim > f) f = c->expert_ffn_dim;
+  return c->shared_expert_ffn_dim > f ? c->shared_expert_ffn_dim : f;
 }
 
 /* Fault the mapped weights in now (reporting progress) rather than during
@@ -398,6 +485,8 @@ void ingot_model_free(ingot_model *m) {
   ingot_gguf_close(m->g);
   hf_free(m);
   dev_model_free(m->devm);
+  moe_free(m);
+  free(m->moe_w);
   free(m->layers);
   free(m->inv_freq);
   free(m->k_cache);
@@ -419,6 +508,9 @@ void ingot_model_free(ingot_model *m) {
 
 const ingot_model_config *ingot_model_get_config(const ingot_model *m) {
   return m ? &m->cfg : NULL;
+}
+bool ingot_model_layer_is_moe(const ingot_model *m, int l) {
+  return m && l >= 0 && l < m->cfg.n_layers && m->layers && m->layers[l].moe;
 }
 ingot_tokenizer *ingot_model_tokenizer(ingot_model *m) { return m ? m->tok : NULL; }
 const char *ingot_model_chat_template(const ingot_model *m) {
@@ -463,6 +555,19 @@ static ingot_status linear(const ingot_model *m, const qweight *w, const float *
                            float *y) {
   if (m->exact_matvec) return ingot_ggml_matvec(w->type, w->data, w->rows, w->cols, x, n, y);
   return ingot_ggml_matvec_q8(w->type, w->data, w->rows, w->cols, x, n, y);
+}
+
+ingot_status model_mlp(const ingot_model *m, const qweight *gate, const qweight *up,
+                       const qweight *down, const float *x, int64_t n, float *h1, float *h2,
+                       float *y) {
+  ingot_status st;
+  if ((st = linear(m, gate, x, n, h1)) || (st = linear(m, up, x, n, h2))) return st;
+  int64_t nf = n * gate->rows;
+  for (int64_t i = 0; i < nf; i++) {
+    float g = h1[i];
+    h1[i] = g / (1.0f + expf(-g)) * h2[i];
+  }
+  return linear(m, down, h1, n, y);
 }
 
 /* a . b with 16 independent partial sums: a plain `d += a[i] * b[i]` is one
@@ -566,15 +671,9 @@ static ingot_status forward_chunk(ingot_model *m, const int32_t *tok, int64_t T)
 
     for (int64_t t = 0; t < T; t++)
       rmsnorm(m->xb + t * dim, m->x + t * dim, L->ffn_norm, dim, c->rms_eps);
-    if ((st = linear(m, &L->w_gate, m->xb, T, m->hb)) ||
-        (st = linear(m, &L->w_up, m->xb, T, m->hb2)))
-      return st;
-    int64_t nf = T * c->ffn_dim;
-    for (int64_t i = 0; i < nf; i++) {
-      float g = m->hb[i];
-      m->hb[i] = g / (1.0f + expf(-g)) * m->hb2[i];
-    }
-    if ((st = linear(m, &L->w_down, m->hb, T, m->xb2))) return st;
+    st = L->moe ? moe_forward(m, L->moe, m->xb, T, m->xb2)
+                : model_mlp(m, &L->w_gate, &L->w_up, &L->w_down, m->xb, T, m->hb, m->hb2, m->xb2);
+    if (st) return st;
     for (int64_t i = 0; i < T * dim; i++) m->x[i] += m->xb2[i];
   }
   m->n_past += T;

@@ -1,4 +1,4 @@
-/* HF model directories: config.json (llama, qwen3), safetensors weights
+/* HF model directories: config.json (llama, qwen3, qwen3_moe), safetensors weights
  * (single file or sharded) and tokenizer.json. Linear weights in F32, F16 or
  * BF16 stay in the mapping and go through ingot_ggml_matvec (ggml types 0, 1,
  * 30 are plain row-major rows); F8_E4M3 weights with a per-row "<name>_scale"
@@ -21,6 +21,7 @@ typedef struct hf_state {
   ingot_checkpoint *ck;
   void **owned;
   int n_owned, cap_owned;
+  unsigned char *sparse; /* [n_layers] 1: the layer's MLP is the expert block */
 } hf_state;
 
 void hf_free(ingot_model *m) {
@@ -195,6 +196,49 @@ static bool rope_setup(ingot_model *m, const cfg_reader *r) {
   return true;
 }
 
+/* qwen3_moe's expert fields (transformers' Qwen3MoeConfig defaults) and
+ * which layers are sparse: not in mlp_only_layers and (l + 1) a multiple of
+ * decoder_sparse_step, as Qwen3MoeDecoderLayer decides. */
+static bool read_moe_config(ingot_model *m, const cfg_reader *r) {
+  ingot_model_config *c = &m->cfg;
+  const json_doc *d = r->d;
+  int step = 1;
+  if (!cfg_dim(r, "num_experts", 128, &c->n_experts) ||
+      !cfg_dim(r, "num_experts_per_tok", 8, &c->n_experts_used) ||
+      !cfg_dim(r, "moe_intermediate_size", 768, &c->expert_ffn_dim) ||
+      !cfg_dim(r, "decoder_sparse_step", 1, &step))
+    return false;
+  int32_t sh = json_get(d, r->root, "shared_expert_intermediate_size");
+  if (!(json_type_of(d, sh) == JSON_NUM && json_num(d, sh) == 0) &&
+      !cfg_dim(r, "shared_expert_intermediate_size", 0, &c->shared_expert_ffn_dim))
+    return false;
+  if (c->n_experts_used > c->n_experts) {
+    ingot_fail(INGOT_ERR_IO, "%s/config.json: num_experts_per_tok %d > num_experts %d", r->path,
+               c->n_experts_used, c->n_experts);
+    return false;
+  }
+  int32_t nt = json_get(d, r->root, "norm_topk_prob");
+  c->norm_topk_prob = json_type_of(d, nt) == JSON_BOOL && json_bool(d, nt);
+  unsigned char *sp = own(m, (size_t)c->n_layers);
+  if (!(m->hf->sparse = sp)) return false;
+  for (int l = 0; l < c->n_layers; l++) sp[l] = (l + 1) % step == 0;
+  int32_t mo = json_get(d, r->root, "mlp_only_layers");
+  if (json_type_of(d, mo) != JSON_NULL && json_type_of(d, mo) != JSON_ARR) {
+    ingot_fail(INGOT_ERR_IO, "%s/config.json: 'mlp_only_layers' must be a list", r->path);
+    return false;
+  }
+  for (int32_t e = json_first(d, mo); e >= 0; e = json_next(d, e)) {
+    double v = json_num(d, e);
+    if (json_type_of(d, e) != JSON_NUM || v != floor(v) || !(v >= 0 && v < c->n_layers)) {
+      ingot_fail(INGOT_ERR_IO, "%s/config.json: 'mlp_only_layers' entries must be layer indices",
+                 r->path);
+      return false;
+    }
+    sp[(int)v] = 0;
+  }
+  return true;
+}
+
 static bool read_config(ingot_model *m, const cfg_reader *r) {
   ingot_model_config *c = &m->cfg;
   const json_doc *d = r->d;
@@ -208,10 +252,15 @@ static bool read_config(ingot_model *m, const cfg_reader *r) {
     c->arch = INGOT_ARCH_QWEN3;
     strcpy(c->arch_name, "qwen3");
     c->qk_norm = true;
+  } else if (mt ? (len == 9 && !memcmp(mt, "qwen3_moe", 9))
+                : ar && !strcmp(ar, "Qwen3MoeForCausalLM")) {
+    c->arch = INGOT_ARCH_QWEN3_MOE;
+    strcpy(c->arch_name, "qwen3_moe");
+    c->qk_norm = true;
   } else {
     ingot_fail(INGOT_ERR_UNSUPPORTED,
-               "%s/config.json: model_type '%.*s' is not supported (llama, qwen3)", r->path,
-               mt ? (int)len : (int)strlen(ar ? ar : "?"),
+               "%s/config.json: model_type '%.*s' is not supported (llama, qwen3, qwen3_moe)",
+               r->path, mt ? (int)len : (int)strlen(ar ? ar : "?"),
                mt   ? mt
                : ar ? ar
                     : "?");
@@ -268,7 +317,7 @@ static bool read_config(ingot_model *m, const cfg_reader *r) {
   for (; one >= 0 && m->n_stop < 3; one = json_type_of(d, eos) == JSON_ARR ? json_next(d, one) : -1)
     if (json_type_of(d, one) == JSON_NUM && json_num(d, one) >= 0 && json_num(d, one) < c->vocab)
       m->stop[m->n_stop++] = (int32_t)json_num(d, one);
-  return rope_setup(m, r);
+  return (c->arch != INGOT_ARCH_QWEN3_MOE || read_moe_config(m, r)) && rope_setup(m, r);
 }
 
 /* ---- weights ---- */
@@ -405,6 +454,80 @@ static bool get_vec(ingot_model *m, const char *name, int64_t n, const float **o
   return true;
 }
 
+/* Expert e's [rows, cols] slice of a fused [E, k * rows, cols] tensor
+ * (transformers >= 5 stores experts as gate_up_proj and down_proj), part
+ * `part` of k along the rows. */
+static bool get_fused(ingot_model *m, const ingot_safetensors_info *ti, int64_t E, int k, int e,
+                      int part, int64_t rows, int64_t cols, qweight *w) {
+  int type = ggml_type_of(ti->dtype);
+  if (ti->ndim != 3 || ti->shape[0] != E || ti->shape[1] != k * rows || ti->shape[2] != cols) {
+    ingot_fail(INGOT_ERR_IO,
+               "%s: tensor '%s' has %d dims, expected [%lld, %lld, %lld] for this config", m->path,
+               ti->name, ti->ndim, (long long)E, (long long)(k * rows), (long long)cols);
+    return false;
+  }
+  if (type < 0 || (uintptr_t)ti->data % ingot_dtype_size(ti->dtype)) {
+    ingot_fail(INGOT_ERR_UNSUPPORTED, "%s: fused expert tensor '%s' must be aligned F32/F16/BF16",
+               m->path, ti->name);
+    return false;
+  }
+  w->type = type;
+  w->rows = rows;
+  w->cols = cols;
+  w->row_bytes = ingot_ggml_row_size(type, cols);
+  w->nbytes = w->row_bytes * (size_t)rows;
+  w->data = (const char *)ti->data + ((size_t)e * (size_t)k + (size_t)part) * w->nbytes;
+  return true;
+}
+
+/* Layer l's expert block: router, experts (one tensor per expert and
+ * projection, or transformers 5's fused gate_up_proj/down_proj) and the
+ * shared expert if the config has one. */
+static bool load_moe(ingot_model *m, int l, layer *L) {
+  const ingot_model_config *c = &m->cfg;
+  int64_t E = c->n_experts, dim = c->dim, eff = c->expert_ffn_dim, sff = c->shared_expert_ffn_dim;
+  moe_weights *w = own(m, sizeof *w);
+  qweight *ex = own(m, 3 * (size_t)E * sizeof *ex);
+  if (!w || !ex) return false;
+  memset(w, 0, sizeof *w);
+  *w = (moe_weights){.gate = ex, .up = ex + E, .down = ex + 2 * E, .has_shared = sff > 0};
+  L->moe = w;
+  char n[160];
+  snprintf(n, sizeof n, "model.layers.%d.mlp.gate.weight", l);
+  if (!get_mat(m, n, E, dim, &w->router)) return false;
+  ingot_safetensors_info gu, dn;
+  char gn[160], dnn[160];
+  snprintf(gn, sizeof gn, "model.layers.%d.mlp.experts.gate_up_proj", l);
+  snprintf(dnn, sizeof dnn, "model.layers.%d.mlp.experts.down_proj", l);
+  if (ingot_checkpoint_find(m->hf->ck, gn, &gu)) {
+    if (!find(m, dnn, &dn)) return false;
+    for (int e = 0; e < E; e++)
+      if (!get_fused(m, &gu, E, 2, e, 0, eff, dim, &w->gate[e]) ||
+          !get_fused(m, &gu, E, 2, e, 1, eff, dim, &w->up[e]) ||
+          !get_fused(m, &dn, E, 1, e, 0, dim, eff, &w->down[e]))
+        return false;
+  } else {
+    for (int e = 0; e < E; e++) {
+      const char *proj[3] = {"gate", "up", "down"};
+      for (int p = 0; p < 3; p++) {
+        snprintf(n, sizeof n, "model.layers.%d.mlp.experts.%d.%s_proj.weight", l, e, proj[p]);
+        qweight *q = p == 0 ? &w->gate[e] : p == 1 ? &w->up[e] : &w->down[e];
+        if (!get_mat(m, n, p == 2 ? dim : eff, p == 2 ? eff : dim, q)) return false;
+      }
+    }
+  }
+  if (!w->has_shared) return true;
+  const char *sp[4] = {"shared_expert.gate_proj", "shared_expert.up_proj",
+                       "shared_expert.down_proj", "shared_expert_gate"};
+  qweight *sq[4] = {&w->sh_gate, &w->sh_up, &w->sh_down, &w->sh_router};
+  for (int p = 0; p < 4; p++) {
+    snprintf(n, sizeof n, "model.layers.%d.mlp.%s.weight", l, sp[p]);
+    int64_t rows = p == 3 ? 1 : p == 2 ? dim : sff, cols = p == 2 ? sff : dim;
+    if (!get_mat(m, n, rows, cols, sq[p])) return false;
+  }
+  return true;
+}
+
 static bool load_weights(ingot_model *m) {
   const ingot_model_config *c = &m->cfg;
   int64_t dim = c->dim, qd = (int64_t)c->n_heads * c->head_dim,
@@ -435,9 +558,12 @@ static bool load_weights(ingot_model *m) {
     layer *L = &m->layers[l];
     if (!V(attn_norm, "input_layernorm", dim) || !V(ffn_norm, "post_attention_layernorm", dim) ||
         !W(wq, "self_attn.q_proj", qd, dim) || !W(wk, "self_attn.k_proj", kvd, dim) ||
-        !W(wv, "self_attn.v_proj", kvd, dim) || !W(wo, "self_attn.o_proj", dim, qd) ||
-        !W(w_gate, "mlp.gate_proj", ffn, dim) || !W(w_up, "mlp.up_proj", ffn, dim) ||
-        !W(w_down, "mlp.down_proj", dim, ffn))
+        !W(wv, "self_attn.v_proj", kvd, dim) || !W(wo, "self_attn.o_proj", dim, qd))
+      return false;
+    if (m->hf->sparse && m->hf->sparse[l]
+            ? !load_moe(m, l, L)
+            : !W(w_gate, "mlp.gate_proj", ffn, dim) || !W(w_up, "mlp.up_proj", ffn, dim) ||
+                  !W(w_down, "mlp.down_proj", dim, ffn))
       return false;
     if (c->qk_norm && (!V(q_norm, "self_attn.q_norm", c->head_dim) ||
                        !V(k_norm, "self_attn.k_norm", c->head_dim)))

@@ -17,9 +17,19 @@ typedef struct qweight {
   size_t row_bytes, nbytes;
 } qweight;
 
+/* The sparse MLP of one layer (qwen3_moe): router, routed experts, and the
+ * optional shared expert with its [1, dim] sigmoid gate (has_shared). */
+typedef struct moe_weights {
+  qweight router;            /* [n_experts, dim] */
+  qweight *gate, *up, *down; /* n_experts each: [eff, dim], [eff, dim], [dim, eff] */
+  bool has_shared;
+  qweight sh_gate, sh_up, sh_down, sh_router;
+} moe_weights;
+
 typedef struct layer {
   const float *attn_norm, *ffn_norm, *q_norm, *k_norm; /* F32 in the mapping */
   qweight wq, wk, wv, wo, w_gate, w_up, w_down;
+  moe_weights *moe; /* NULL: the dense MLP (w_gate, w_up, w_down) */
 } layer;
 
 struct ingot_model {
@@ -38,9 +48,11 @@ struct ingot_model {
   int64_t n_past;
   /* scratch for one chunk of tokens */
   float *x, *xb, *xb2, *q, *k, *v, *hb, *hb2, *att, *rope_cs;
-  bool exact_matvec;   /* float activations in linear layers (see ingot_model_options) */
-  struct hf_state *hf; /* HF directory models (model_hf.c): checkpoint + owned buffers */
-  struct dev_model *devm; /* the tensor forward (forward_dev.c); NULL on the raw CPU path */
+  bool exact_matvec;         /* float activations in linear layers (see ingot_model_options) */
+  struct hf_state *hf;       /* HF directory models (model_hf.c): checkpoint + owned buffers */
+  struct moe_scratch *moe_s; /* expert block buffers (moe_block.c), NULL for dense models */
+  moe_weights *moe_w;        /* GGUF expert blocks: n_layers of them, then their expert qweights */
+  struct dev_model *devm;     /* the tensor forward (forward_dev.c); NULL on the raw CPU path */
 };
 
 /* An HF directory (config.json, safetensors, tokenizer.json) into m: config,
@@ -56,5 +68,20 @@ typedef bool (*model_span_fn)(const void *src, int64_t i, const void **data, siz
 /* Touch every page of the n mapped tensors now (reporting progress) rather
  * than during the first prompt. */
 void model_prefault(int64_t n, model_span_fn span, const void *src, const ingot_model_options *o);
+
+/* The SwiGLU MLP y[n, dim] = down(silu(gate x) * up x) of x[n, dim] with the
+ * model's matvec; h1, h2 hold n x gate->rows floats (llama.c). */
+ingot_status model_mlp(const ingot_model *m, const qweight *gate, const qweight *up,
+                       const qweight *down, const float *x, int64_t n, float *h1, float *h2,
+                       float *y);
+/* Largest MLP width of the model (dense, routed expert, shared expert). */
+int64_t model_ffn_max(const ingot_model_config *c);
+
+/* The sparse expert block (src/model/moe_block.c): buffers for a chunk of
+ * up to chunk tokens; the block maps x[T, dim] (normed) to out[T, dim]. */
+bool moe_alloc(ingot_model *m, int64_t chunk);
+void moe_free(ingot_model *m);
+ingot_status moe_forward(ingot_model *m, const moe_weights *w, const float *x, int64_t T,
+                         float *out);
 
 #endif

@@ -58,6 +58,12 @@ static const struct {
               {"U8", INGOT_U8},
               {"BOOL", INGOT_BOOL}};
 
+const char *st_dtype_name(ingot_dtype dt) {
+  for (size_t i = 0; i < sizeof DTYPES / sizeof DTYPES[0]; i++)
+    if (DTYPES[i].dt == dt) return DTYPES[i].name;
+  return NULL;
+}
+
 static bool lookup_dtype(const char *s, size_t len, st_tensor *t) {
   for (size_t i = 0; i < sizeof DTYPES / sizeof DTYPES[0]; i++)
     if (strlen(DTYPES[i].name) == len && !memcmp(DTYPES[i].name, s, len)) {

@@ -113,7 +113,14 @@ def rope(x, pos, inv):  # x [T, heads, hd], half-split pairs (HF rotate_half)
     return x * cos + rot * sin
 
 
-def ref_logits(c, w, ids):
+def dense_mlp(c, w, l, h):
+    p = f"model.layers.{l}.mlp."
+    g, u = h @ w[p + "gate_proj.weight"].T, h @ w[p + "up_proj.weight"].T
+    return (g / (1 + np.exp(-g)) * u) @ w[p + "down_proj.weight"].T
+
+
+def ref_logits(c, w, ids, mlp=dense_mlp):
+    """mlp(c, w, layer, h) -> the MLP output of layer for the normed h."""
     w = {k: v.astype(np.float64) for k, v in w.items()}
     T, eps, hd = len(ids), c["rms_norm_eps"], c["head_dim"]
     nh, nkv = c["num_attention_heads"], c["num_key_value_heads"]
@@ -126,7 +133,7 @@ def ref_logits(c, w, ids):
         q = (h @ w[p + "self_attn.q_proj.weight"].T).reshape(T, nh, hd)
         k = (h @ w[p + "self_attn.k_proj.weight"].T).reshape(T, nkv, hd)
         v = (h @ w[p + "self_attn.v_proj.weight"].T).reshape(T, nkv, hd)
-        if c["model_type"] == "qwen3":
+        if c["model_type"] in ("qwen3", "qwen3_moe"):
             q = rms(q, w[p + "self_attn.q_norm.weight"], eps)
             k = rms(k, w[p + "self_attn.k_norm.weight"], eps)
         q, k = rope(q, pos, inv), rope(k, pos, inv)
@@ -137,18 +144,17 @@ def ref_logits(c, w, ids):
         o = np.einsum("hts,shd->thd", s, v).reshape(T, nh * hd)
         x = x + o @ w[p + "self_attn.o_proj.weight"].T
         h = rms(x, w[p + "post_attention_layernorm.weight"], eps)
-        g, u = h @ w[p + "mlp.gate_proj.weight"].T, h @ w[p + "mlp.up_proj.weight"].T
-        x = x + (g / (1 + np.exp(-g)) * u) @ w[p + "mlp.down_proj.weight"].T
+        x = x + mlp(c, w, l, h)
     h = rms(x[-1], w["model.norm.weight"], eps)
     head = w["model.embed_tokens.weight" if c["tie_word_embeddings"] else "lm_head.weight"]
     return h @ head.T
 
 
-def ref_greedy(c, w, ids, n):
+def ref_greedy(c, w, ids, n, mlp=dense_mlp):
     """Greedy tokens, and how many of them are decided by a clear margin."""
     ids, out, sure = list(ids), [], n
     for i in range(n):
-        lg = ref_logits(c, w, np.array(ids))
+        lg = ref_logits(c, w, np.array(ids), mlp)
         top = np.sort(lg)[-2:]
         if top[1] - top[0] < 1e-4 and sure == n:
             sure = i
