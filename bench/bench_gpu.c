@@ -370,116 +370,117 @@ static void bench_linalg(bench_ctx *c) {
   bench_linalg_one(c, "lu_c64_2048", 2, INGOT_C64, 0, 2048, 8.0 / 3 * n2k * n2k * n2k, 20);
   bench_linalg_one(c, "inv_f32_batch10000_8x8", 3, INGOT_F32, 10000, 8, 2.0 * 512 * 10000, 200);
   bench_linalg_one(c, "trsm_f32_4096", 4, INGOT_F32, 0, 4096, n4k * n4k * n4k, 20);
+}
+
 /* ---- one MoE FFN of Qwen3-30B-A3B at batch 1 (torch_anchors.py "moe"):
  * router GEMV, route (softmax, top-8, renormalise), gate/up + SiLU*up, down +
  * weighted sum; timed eagerly and as graph replays. The inputs rotate over
  * MOE_INPUTS tokens (different experts) so that the active 76 MB, which is
  * more than L2, is not served from one fixed set. ---- */
 #define MOE_INPUTS 4
-  typedef struct moe_arg {
-    ingot_tensor *x[MOE_INPUTS], *wg_t, *gate_up, *down, *s_gu, *s_d;
-    ingot_graph *graph[MOE_INPUTS];
-    ingot_tensor *gy[MOE_INPUTS]; /* the outputs the graphs write */
-  } moe_arg;
+typedef struct moe_arg {
+  ingot_tensor *x[MOE_INPUTS], *wg_t, *gate_up, *down, *s_gu, *s_d;
+  ingot_graph *graph[MOE_INPUTS];
+  ingot_tensor *gy[MOE_INPUTS]; /* the outputs the graphs write */
+} moe_arg;
 
-  static ingot_tensor *moe_layer(const moe_arg *m, const ingot_tensor *x) {
-    ingot_tensor *logits = ingot_matmul(x, m->wg_t), *w = NULL, *ids = NULL, *h = NULL, *y = NULL;
-    if (logits && ingot_moe_route(logits, 8, true, &w, &ids) == INGOT_OK &&
-        (h = ingot_moe_gate_up(x, m->gate_up, m->s_gu, ids)))
-      y = ingot_moe_down(h, m->down, m->s_d, ids, w);
-    ingot_release(logits);
-    ingot_release(w);
-    ingot_release(ids);
-    ingot_release(h);
-    return y;
-  }
+static ingot_tensor *moe_layer(const moe_arg *m, const ingot_tensor *x) {
+  ingot_tensor *logits = ingot_matmul(x, m->wg_t), *w = NULL, *ids = NULL, *h = NULL, *y = NULL;
+  if (logits && ingot_moe_route(logits, 8, true, &w, &ids) == INGOT_OK &&
+      (h = ingot_moe_gate_up(x, m->gate_up, m->s_gu, ids)))
+    y = ingot_moe_down(h, m->down, m->s_d, ids, w);
+  ingot_release(logits);
+  ingot_release(w);
+  ingot_release(ids);
+  ingot_release(h);
+  return y;
+}
 
-  static ingot_tensor *run_moe(void *p, int iter) {
-    moe_arg *m = p;
-    return moe_layer(m, m->x[iter % MOE_INPUTS]);
-  }
+static ingot_tensor *run_moe(void *p, int iter) {
+  moe_arg *m = p;
+  return moe_layer(m, m->x[iter % MOE_INPUTS]);
+}
 
-  static ingot_tensor *run_moe_graph(void *p, int iter) {
-    moe_arg *m = p;
-    int i = iter % MOE_INPUTS;
-    return ingot_graph_replay(m->graph[i]) == INGOT_OK ? ingot_retain(m->gy[i]) : NULL;
-  }
+static ingot_tensor *run_moe_graph(void *p, int iter) {
+  moe_arg *m = p;
+  int i = iter % MOE_INPUTS;
+  return ingot_graph_replay(m->graph[i]) == INGOT_OK ? ingot_retain(m->gy[i]) : NULL;
+}
 
-  /* Capture one graph per input (after an eager warm-up); false on failure. */
-  static bool moe_capture(ingot_device dev, moe_arg * m) {
-    ingot_tensor *warm = moe_layer(m, m->x[0]);
-    bool ok = warm && ingot_synchronize(dev) == INGOT_OK;
-    ingot_release(warm);
-    for (int i = 0; i < MOE_INPUTS && ok; i++) {
-      ok = ingot_graph_begin(dev) == INGOT_OK;
-      if (!ok) break;
-      m->gy[i] = moe_layer(m, m->x[i]);
-      m->graph[i] = ingot_graph_end(dev);
-      ok = m->gy[i] && m->graph[i];
-    }
-    return ok;
+/* Capture one graph per input (after an eager warm-up); false on failure. */
+static bool moe_capture(ingot_device dev, moe_arg *m) {
+  ingot_tensor *warm = moe_layer(m, m->x[0]);
+  bool ok = warm && ingot_synchronize(dev) == INGOT_OK;
+  ingot_release(warm);
+  for (int i = 0; i < MOE_INPUTS && ok; i++) {
+    ok = ingot_graph_begin(dev) == INGOT_OK;
+    if (!ok) break;
+    m->gy[i] = moe_layer(m, m->x[i]);
+    m->graph[i] = ingot_graph_end(dev);
+    ok = m->gy[i] && m->graph[i];
   }
+  return ok;
+}
 
-  static void bench_moe(bench_ctx * c, bool fp8) {
-    const char *id = fp8 ? "moe_layer_qwen3_30b_a3b_fp8" : "moe_layer_qwen3_30b_a3b";
-    char gid[64];
-    snprintf(gid, sizeof gid, "%s_graph", id);
-    bool eager = bench_selected(c, id), graph = bench_selected(c, gid);
-    if (!eager && !graph) return;
-    const int64_t H = 2048, E = 128, I = 768, K = 8;
-    ingot_dtype wdt = fp8 ? INGOT_F8E4M3FN : INGOT_BF16;
-    moe_arg m = {0};
-    ingot_tensor *wg = randn_as(2, (int64_t[]){E, H}, INGOT_BF16, c->dev);
-    m.wg_t = wg ? ingot_transpose(wg, 0, 1) : NULL;
-    ingot_release(wg);
-    m.gate_up = randn_as(3, (int64_t[]){E, 2 * I, H}, wdt, c->dev);
-    m.down = randn_as(3, (int64_t[]){E, H, I}, wdt, c->dev);
-    bool ok = m.wg_t && m.gate_up && m.down;
-    if (fp8) {
-      m.s_gu = ingot_full(2, (int64_t[]){E, 2 * I}, 0.02, INGOT_F32, c->dev);
-      m.s_d = ingot_full(2, (int64_t[]){E, H}, 0.02, INGOT_F32, c->dev);
-      ok = ok && m.s_gu && m.s_d;
-    }
-    for (int i = 0; i < MOE_INPUTS && ok; i++)
-      ok = (m.x[i] = randn_as(2, (int64_t[]){1, H}, INGOT_BF16, c->dev)) != NULL;
-    double bytes = (double)K * 3 * H * I * (fp8 ? 1 : 2) + (double)E * H * 2;
-    const char *shape = "[1,2048] E128 top8 I768";
-    const char *dt = fp8 ? "float8_e4m3fn" : "bfloat16";
-    if (eager) {
-      double t = ok ? event_time(c->dev, run_moe, &m, 10, 200) : -1;
-      add_result(c, id, shape, dt, t, "GB/s", bytes, 1e-9);
-    }
-    if (graph) {
-      double t =
-          ok && moe_capture(c->dev, &m) ? event_time(c->dev, run_moe_graph, &m, 10, 200) : -1;
-      add_result(c, gid, shape, dt, t, "GB/s", bytes, 1e-9);
-    }
-    for (int i = 0; i < MOE_INPUTS; i++) {
-      ingot_release(m.gy[i]);
-      if (m.graph[i]) ingot_graph_destroy(m.graph[i]);
-      ingot_release(m.x[i]);
-    }
-    ingot_release(m.wg_t);
-    ingot_release(m.gate_up);
-    ingot_release(m.down);
-    ingot_release(m.s_gu);
-    ingot_release(m.s_d);
+static void bench_moe(bench_ctx *c, bool fp8) {
+  const char *id = fp8 ? "moe_layer_qwen3_30b_a3b_fp8" : "moe_layer_qwen3_30b_a3b";
+  char gid[64];
+  snprintf(gid, sizeof gid, "%s_graph", id);
+  bool eager = bench_selected(c, id), graph = bench_selected(c, gid);
+  if (!eager && !graph) return;
+  const int64_t H = 2048, E = 128, I = 768, K = 8;
+  ingot_dtype wdt = fp8 ? INGOT_F8E4M3FN : INGOT_BF16;
+  moe_arg m = {0};
+  ingot_tensor *wg = randn_as(2, (int64_t[]){E, H}, INGOT_BF16, c->dev);
+  m.wg_t = wg ? ingot_transpose(wg, 0, 1) : NULL;
+  ingot_release(wg);
+  m.gate_up = randn_as(3, (int64_t[]){E, 2 * I, H}, wdt, c->dev);
+  m.down = randn_as(3, (int64_t[]){E, H, I}, wdt, c->dev);
+  bool ok = m.wg_t && m.gate_up && m.down;
+  if (fp8) {
+    m.s_gu = ingot_full(2, (int64_t[]){E, 2 * I}, 0.02, INGOT_F32, c->dev);
+    m.s_d = ingot_full(2, (int64_t[]){E, H}, 0.02, INGOT_F32, c->dev);
+    ok = ok && m.s_gu && m.s_d;
   }
+  for (int i = 0; i < MOE_INPUTS && ok; i++)
+    ok = (m.x[i] = randn_as(2, (int64_t[]){1, H}, INGOT_BF16, c->dev)) != NULL;
+  double bytes = (double)K * 3 * H * I * (fp8 ? 1 : 2) + (double)E * H * 2;
+  const char *shape = "[1,2048] E128 top8 I768";
+  const char *dt = fp8 ? "float8_e4m3fn" : "bfloat16";
+  if (eager) {
+    double t = ok ? event_time(c->dev, run_moe, &m, 10, 200) : -1;
+    add_result(c, id, shape, dt, t, "GB/s", bytes, 1e-9);
+  }
+  if (graph) {
+    double t = ok && moe_capture(c->dev, &m) ? event_time(c->dev, run_moe_graph, &m, 10, 200) : -1;
+    add_result(c, gid, shape, dt, t, "GB/s", bytes, 1e-9);
+  }
+  for (int i = 0; i < MOE_INPUTS; i++) {
+    ingot_release(m.gy[i]);
+    if (m.graph[i]) ingot_graph_destroy(m.graph[i]);
+    ingot_release(m.x[i]);
+  }
+  ingot_release(m.wg_t);
+  ingot_release(m.gate_up);
+  ingot_release(m.down);
+  ingot_release(m.s_gu);
+  ingot_release(m.s_d);
+}
 
-  void bench_gpu_workloads(bench_ctx * c) {
-    if (c->dev.kind == INGOT_DEVICE_CPU) return;
-    ingot_manual_seed(0);
-    bench_copy(c);
-    bench_gemm(c, INGOT_BF16, "gemm_bf16_8192");
-    bench_gemm(c, INGOT_F32, "gemm_f32_8192");
-    bench_fp8(c);
-    bench_gemv(c, 2048, 6144);
-    bench_gemv(c, 4096, 14336);
-    bench_gemv(c, 2048, 151936);
-    bench_gemv(c, 8192, 28672);
-    bench_vocab(c, 1);
-    bench_vocab(c, 64);
-    bench_linalg(c);
-    bench_moe(c, false);
-    bench_moe(c, true);
-  }
+void bench_gpu_workloads(bench_ctx *c) {
+  if (c->dev.kind == INGOT_DEVICE_CPU) return;
+  ingot_manual_seed(0);
+  bench_copy(c);
+  bench_gemm(c, INGOT_BF16, "gemm_bf16_8192");
+  bench_gemm(c, INGOT_F32, "gemm_f32_8192");
+  bench_fp8(c);
+  bench_gemv(c, 2048, 6144);
+  bench_gemv(c, 4096, 14336);
+  bench_gemv(c, 2048, 151936);
+  bench_gemv(c, 8192, 28672);
+  bench_vocab(c, 1);
+  bench_vocab(c, 64);
+  bench_linalg(c);
+  bench_moe(c, false);
+  bench_moe(c, true);
+}
