@@ -203,7 +203,17 @@ static bool read_moe_config(ingot_model *m, const cfg_reader *r) {
   ingot_model_config *c = &m->cfg;
   const json_doc *d = r->d;
   int step = 1;
-  if (!cfg_dim(r, "num_experts", 128, &c->n_experts) ||
+  /* transformers has named the expert count in several ways across versions
+   * and MoE families; the first present wins. */
+  const char *experts_key = "num_experts";
+  for (const char *const *k =
+           (const char *const[]){"num_experts", "num_local_experts", "n_routed_experts", NULL};
+       *k; k++)
+    if (json_type_of(d, json_get(d, r->root, *k)) != JSON_NULL) {
+      experts_key = *k;
+      break;
+    }
+  if (!cfg_dim(r, experts_key, 128, &c->n_experts) ||
       !cfg_dim(r, "num_experts_per_tok", 8, &c->n_experts_used) ||
       !cfg_dim(r, "moe_intermediate_size", 768, &c->expert_ffn_dim) ||
       !cfg_dim(r, "decoder_sparse_step", 1, &step))

@@ -251,7 +251,10 @@ def test_graph_capture_replay():
             call("ingot_copy_", x1_d, call("ingot_to", tensor(x1), CUDA))
             assert lib.ingot_graph_replay(g) == 0, lib.ingot_last_error()
             want = to_numpy(forward(tensor(ids), tensor(x1), tensor(wq), tensor(norm_w)))
-            np.testing.assert_allclose(to_numpy(out), want, rtol=1e-4, atol=1e-4)
+            # Outputs reach ~450 while some are ~1e-2: those come out of
+            # cancellation, so the absolute tolerance follows the largest value.
+            np.testing.assert_allclose(to_numpy(out), want, rtol=1e-4,
+                                       atol=1e-5 * np.abs(want).max())
     finally:
         del out  # lives in the graph's private pool: release before the graph
         lib.ingot_graph_destroy(g)

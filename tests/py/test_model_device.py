@@ -294,8 +294,11 @@ def test_cuda_attention_cached(dt, T, hq, hkv, dh, ctx):
     pos[0] = ctx - 1
     if T > 1:
         pos[1] = 0
+    # The CPU sums the ctx rows one after another in f32 (rounding error grows
+    # with ctx, ~3e-4 relative seen at 40000), CUDA per chunk then combined.
+    rtol = max(1e-4, 2e-8 * ctx)
     diff("ingot_attention_cached", strided(q), tensor(kc), tensor(vc), tensor(pos),
-         1 / np.sqrt(dh), tol=(1e-4, 1e-5))
+         1 / np.sqrt(dh), tol=(rtol, 1e-5))
 
 
 @needs_cuda
