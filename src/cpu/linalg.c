@@ -123,9 +123,9 @@ static ingot_status k_lu_unpack(ingot_op_args *a) {
   int64_t *perm = malloc(sizeof(int64_t) * (size_t)imax(m, 1));
   if (!perm) return oom();
   char *pp = tensor_ptr(Pm), *pl = tensor_ptr(L), *pu = tensor_ptr(U);
-  memset(pp, 0, (size_t)(B * m * m) * es);
-  memset(pl, 0, (size_t)(B * m * k) * es);
-  memset(pu, 0, (size_t)(B * k * n) * es);
+  la_zero(pp, (size_t)(B * m * m) * es);
+  la_zero(pl, (size_t)(B * m * k) * es);
+  la_zero(pu, (size_t)(B * k * n) * es);
   for (int64_t b = 0; b < B; b++) {
     const char *src = la_at(&LU, b);
     char *P = pp + b * m * m * (int64_t)es, *Lb = pl + b * m * k * (int64_t)es,

@@ -11,6 +11,11 @@
 
 #include "cpu.h"
 
+/* memset that accepts the NULL data of an empty tensor. */
+static inline void la_zero(void *p, size_t n) {
+  if (n) memset(p, 0, n);
+}
+
 /* One tensor seen as a batch of [rows, cols] matrices (its last two dims). */
 typedef struct la_mat {
   char *base;
