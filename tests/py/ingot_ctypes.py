@@ -323,3 +323,17 @@ def transposed(arr, dtype=None):
     arr = np.asarray(arr if dtype is None else np.asarray(arr).astype(dtype))
     base = tensor(np.ascontiguousarray(np.swapaxes(arr, -1, -2)))
     return call("ingot_transpose", base, -1, -2)
+
+
+def expect_error(needle, fn):
+    """fn() must fail with an IngotError whose message names needle (the op),
+    a non-zero status, and no tensor left alive by the failed call."""
+    import pytest
+    live = lib.ingot_live_tensors()
+    with pytest.raises(IngotError) as e:
+        fn()
+    msg = str(e.value)
+    assert needle in msg, f"message does not name the op: {msg!r}"
+    assert e.value.status != 0
+    del e
+    assert lib.ingot_live_tensors() == live
