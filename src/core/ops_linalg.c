@@ -68,7 +68,7 @@ ingot_dtype la_real_dtype(ingot_dtype dt) {
 /* t's batch dims expanded to batch (t keeps its last m dims). */
 static ingot_tensor *expand_batch(const ingot_tensor *t, int m, int nb, const int64_t *batch) {
   int64_t shape[INGOT_MAX_DIMS];
-  memcpy(shape, batch, sizeof(int64_t) * (size_t)nb);
+  if (nb) memcpy(shape, batch, sizeof(int64_t) * (size_t)nb);
   memcpy(shape + nb, t->shape + t->ndim - m, sizeof(int64_t) * (size_t)m);
   return ingot_expand(t, nb + m, shape);
 }
@@ -99,8 +99,8 @@ bool la_broadcast(const char *op, const ingot_tensor *A, int am, const ingot_ten
 ingot_tensor *la_new(int nb, const int64_t *batch, int nt, const int64_t *tail, ingot_dtype dt,
                      ingot_device dev) {
   int64_t shape[INGOT_MAX_DIMS];
-  memcpy(shape, batch, sizeof(int64_t) * (size_t)nb);
-  memcpy(shape + nb, tail, sizeof(int64_t) * (size_t)nt);
+  if (nb) memcpy(shape, batch, sizeof(int64_t) * (size_t)nb); /* batch may be NULL then */
+  if (nt) memcpy(shape + nb, tail, sizeof(int64_t) * (size_t)nt);
   return tensor_new(nb + nt, shape, dt, dev);
 }
 
