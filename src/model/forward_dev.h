@@ -14,10 +14,11 @@ typedef struct dev_weight {
 } dev_weight;
 
 /* A sparse MLP (qwen3_moe, forward_moe.c): router, the experts packed in
- * the checkpoint's float dtype, the optional shared expert and its gate. */
+ * the checkpoint's dtype, the optional shared expert and its gate. */
 typedef struct dev_moe {
-  dev_weight router;            /* [E, dim] */
-  ingot_tensor *gate_up, *down; /* [E, 2I, dim] (gate rows then up rows), [E, dim, I] */
+  dev_weight router;                        /* [E, dim] */
+  ingot_tensor *gate_up, *down;             /* [E, 2I, dim] (gate rows then up rows), [E, dim, I] */
+  ingot_tensor *gate_up_scale, *down_scale; /* f8 experts: f32 [E, 2I], [E, dim]; else NULL */
   bool has_shared;
   dev_weight sh_gate, sh_up, sh_down, sh_router; /* sh_router: [1, dim] */
 } dev_moe;

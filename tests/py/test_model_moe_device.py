@@ -69,6 +69,26 @@ def test_f16_experts(tmp_path, tok_dir):
     compare(write_model(tmp_path / "f16", c, w, tok_dir), "tensor", CPU_TOL)
 
 
+def f8_model(tmp_path, tok_dir, name):
+    """Every projection (experts, shared expert, attention) as f8e4m3fn with a
+    per-row f32 scale: the raw path reads their f32 dequantisation, the tensor
+    forward the f8 experts with the scales (ingot_moe_* scale argument)."""
+    c = CASES[name]
+    f8 = {}
+    for k, v in moe_weights(c, seed=8).items():
+        if k.endswith("_proj.weight"):
+            scale = (np.abs(v).max(1) / 448).astype(np.float32)
+            f8[k], f8[k + "_scale"] = (v / scale[:, None]).astype(ml_dtypes.float8_e4m3fn), scale
+        else:
+            f8[k] = v
+    return write_model(tmp_path / f"f8_{name}", c, f8, tok_dir)
+
+
+@pytest.mark.parametrize("name", ["e8_k2_norm", "e8_k2_shared"])
+def test_f8_experts(tmp_path, tok_dir, name):
+    compare(f8_model(tmp_path, tok_dir, name), "tensor", CPU_TOL)
+
+
 def test_gguf_qwen3moe(tmp_path, tok_dir):
     c = moe_config(8, 2, True)
     compare(write_gguf(tmp_path / "m.gguf", c, moe_weights(c, seed=13), tok_dir), "tensor", CPU_TOL)
@@ -109,4 +129,10 @@ def test_cuda_f16_and_fused(tmp_path, tok_dir, monkeypatch):
     c = dict(CASES["e4_k4_all"], torch_dtype="float16")
     w = {k: v.astype(np.float16) for k, v in moe_weights(c, seed=2).items()}
     compare(write_model(tmp_path / "f16", c, w, tok_dir), "cuda", CUDA_TOL, monkeypatch)
+
+
+@needs_cuda
+@pytest.mark.parametrize("name", ["e8_k2_norm", "e8_k2_shared"])
+def test_cuda_f8_experts(tmp_path, tok_dir, monkeypatch, name):
+    compare(f8_model(tmp_path, tok_dir, name), "cuda", CUDA_TOL, monkeypatch)
 
