@@ -1,8 +1,8 @@
 /* The llama/qwen3/qwen3_moe forward over Ingot tensors (forward_dev.h): the same
  * network as llama.c's raw-pointer CPU path, written with ops only
  * (qget_rows, rms_norm, qmatmul, rope, kv_cache_write, attention_cached,
- * swiglu, add) so it runs on any backend. Positions live in device tensors,
- * so the decode step replays from a captured graph. */
+ * swiglu, add; sparse MLPs: forward_moe.c) so it runs on any backend. Positions live in device
+ * tensors, so the decode step replays from a captured graph. */
 #include <math.h>
 #include <stdlib.h>
 
