@@ -27,7 +27,7 @@ static ingot_tensor *new_cache(const ingot_model_config *c, ingot_device dev) {
   return ingot_empty(3, (int64_t[]){c->ctx, c->n_kv_heads, c->head_dim}, INGOT_F32, dev);
 }
 
-bool dev_model_init(ingot_model *m, ingot_device dev) {
+bool dev_model_alloc(ingot_model *m, ingot_device dev) {
   const ingot_model_config *c = &m->cfg;
   dev_model *d = calloc(1, sizeof *d);
   if (!d) {
@@ -42,6 +42,21 @@ bool dev_model_init(ingot_model *m, ingot_device dev) {
     ingot_fail(INGOT_ERR_OOM, "model: out of memory");
     return false;
   }
+  d->inv_freq = ingot_from_host(m->inv_freq, 1, (int64_t[]){c->head_dim / 2}, INGOT_F64, dev);
+  d->logits = ingot_empty(2, (int64_t[]){1, c->vocab}, INGOT_F32, dev);
+  d->tok = ingot_zeros(1, (int64_t[]){1}, INGOT_I32, dev);
+  d->pos = ingot_zeros(1, (int64_t[]){1}, INGOT_I32, dev);
+  if (!d->inv_freq || !d->logits || !d->tok || !d->pos) return false;
+  for (int l = 0; l < c->n_layers; l++)
+    if (!(d->layers[l].k_cache = new_cache(c, dev)) || !(d->layers[l].v_cache = new_cache(c, dev)))
+      return false;
+  return true;
+}
+
+bool dev_model_init(ingot_model *m, ingot_device dev) {
+  const ingot_model_config *c = &m->cfg;
+  if (!dev_model_alloc(m, dev)) return false;
+  dev_model *d = m->devm;
   if (!dev_weight_upload(&m->embd, dev, &d->embd)) return false;
   if (m->lm_head.data == m->embd.data) {
     d->lm_head = d->embd;
@@ -50,19 +65,13 @@ bool dev_model_init(ingot_model *m, ingot_device dev) {
     return false;
   }
   if (!(d->out_norm = upload_f32(m->out_norm, c->dim, dev))) return false;
-  d->inv_freq = ingot_from_host(m->inv_freq, 1, (int64_t[]){c->head_dim / 2}, INGOT_F64, dev);
-  d->logits = ingot_empty(2, (int64_t[]){1, c->vocab}, INGOT_F32, dev);
-  d->tok = ingot_zeros(1, (int64_t[]){1}, INGOT_I32, dev);
-  d->pos = ingot_zeros(1, (int64_t[]){1}, INGOT_I32, dev);
-  if (!d->inv_freq || !d->logits || !d->tok || !d->pos) return false;
   for (int l = 0; l < c->n_layers; l++) {
     const layer *L = &m->layers[l];
     dev_layer *D = &d->layers[l];
     if (!(D->attn_norm = upload_f32(L->attn_norm, c->dim, dev)) ||
         !(D->ffn_norm = upload_f32(L->ffn_norm, c->dim, dev)) ||
         !dev_weight_upload(&L->wq, dev, &D->wq) || !dev_weight_upload(&L->wk, dev, &D->wk) ||
-        !dev_weight_upload(&L->wv, dev, &D->wv) || !dev_weight_upload(&L->wo, dev, &D->wo) ||
-        !(D->k_cache = new_cache(c, dev)) || !(D->v_cache = new_cache(c, dev)))
+        !dev_weight_upload(&L->wv, dev, &D->wv) || !dev_weight_upload(&L->wo, dev, &D->wo))
       return false;
     D->sparse = L->moe != NULL;
     if (D->sparse ? !dev_moe_init(L->moe, c, l, dev, &D->moe)

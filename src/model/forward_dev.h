@@ -57,6 +57,9 @@ void dev_moe_free(dev_moe *m);
 /* The sparse MLP of xb [T, dim] (normed, f32): f32 [T, dim], in the caller's scope. */
 ingot_tensor *dev_moe_forward(const dev_moe *m, const ingot_model_config *c,
                               const ingot_tensor *xb);
+/* m->devm with its layer slots, KV caches, RoPE frequencies (m->inv_freq),
+ * logits and step tensors on dev; no weights yet. */
+bool dev_model_alloc(struct ingot_model *m, ingot_device dev);
 /* Upload m's weights (read by the loader) to dev and allocate the cache. */
 bool dev_model_init(struct ingot_model *m, ingot_device dev);
 void dev_model_free(dev_model *d);
