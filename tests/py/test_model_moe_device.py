@@ -5,8 +5,10 @@ Oracle: the raw CPU path (moe_block.c, itself checked against numpy and
 transformers in test_model_moe.py) on the same tiny random HF models, loaded
 with float activations (INGOT_EXACT_MATVEC=1). Tolerances: logits within
 1e-4 of the largest |logit| on the CPU (the same f32 math summed in another
-order), 1e-3 on CUDA (warp reductions); greedy tokens identical for 32 steps,
-on CUDA with the decode graph on and off."""
+order), 1e-3 on CUDA (warp reductions); greedy tokens identical for 32 steps
+(CUDA: up to the first step the raw path decides by less than 4x that
+tolerance, at least 16), and on CUDA identical with the decode graph on
+and off."""
 import ml_dtypes
 import numpy as np
 import pytest
@@ -48,10 +50,28 @@ def compare(d, path, tol, monkeypatch=None):
         assert lib.ingot_model_n_past(m.p) == len(PROMPT)
         toks = ref.greedy(PROMPT, STEPS)
         assert len(toks) == STEPS
-        assert m.greedy(PROMPT, STEPS) == toks
+        got = m.greedy(PROMPT, STEPS)
+        n = decided(ref, toks, 4 * tol)
+        assert n >= STEPS // 2
+        assert got[:n] == toks[:n]
+        if path != "cuda":  # the CPU agrees past near-ties too
+            assert got == toks
         if monkeypatch is not None:  # CUDA: the decode graph off gives the same tokens
             monkeypatch.setenv("INGOT_NO_GRAPH", "1")
-            assert m.greedy(PROMPT, STEPS) == toks
+            assert m.greedy(PROMPT, STEPS) == got
+            monkeypatch.delenv("INGOT_NO_GRAPH")
+
+
+def decided(ref, toks, margin):
+    """Steps whose greedy choice the raw path makes by more than margin x the
+    largest |logit| (past a near-tie, CUDA's other summation order may pick
+    the other token, and every later step differs)."""
+    for i in range(len(toks)):
+        lg = ref.logits(np.concatenate([PROMPT, toks[:i]]).astype(np.int32))
+        a, b = np.sort(lg)[-2:]
+        if b - a < margin * np.abs(lg).max():
+            return i
+    return len(toks)
 
 
 @pytest.mark.parametrize("name,dt", RUNS, ids=[f"{n}-{d}" for n, d in RUNS])
