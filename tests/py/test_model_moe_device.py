@@ -51,7 +51,7 @@ def compare(d, path, tol, monkeypatch=None):
         toks = ref.greedy(PROMPT, STEPS)
         assert len(toks) == STEPS
         got = m.greedy(PROMPT, STEPS)
-        n = decided(ref, toks, 4 * tol)
+        n = decided(ref, PROMPT, toks, 4 * tol)
         assert n >= STEPS // 2
         assert got[:n] == toks[:n]
         if path != "cuda":  # the CPU agrees past near-ties too
@@ -62,12 +62,12 @@ def compare(d, path, tol, monkeypatch=None):
             monkeypatch.delenv("INGOT_NO_GRAPH")
 
 
-def decided(ref, toks, margin):
+def decided(ref, prompt, toks, margin):
     """Steps whose greedy choice the raw path makes by more than margin x the
     largest |logit| (past a near-tie, CUDA's other summation order may pick
     the other token, and every later step differs)."""
     for i in range(len(toks)):
-        lg = ref.logits(np.concatenate([PROMPT, toks[:i]]).astype(np.int32))
+        lg = ref.logits(np.concatenate([prompt, toks[:i]]).astype(np.int32))
         a, b = np.sort(lg)[-2:]
         if b - a < margin * np.abs(lg).max():
             return i
