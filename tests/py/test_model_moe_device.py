@@ -114,6 +114,19 @@ def test_gguf_qwen3moe(tmp_path, tok_dir):
     compare(write_gguf(tmp_path / "m.gguf", c, moe_weights(c, seed=13), tok_dir), "tensor", CPU_TOL)
 
 
+def test_gguf_quantized_experts_fail_clearly(tmp_path, tok_dir):
+    """Q8_0 experts: the raw path runs them, the expert ops cannot read ggml
+    blocks, so the tensor forward refuses the load (never a dense fallback)."""
+    gguf = pytest.importorskip("gguf")
+    c = moe_config(8, 2, True, moe_intermediate_size=64)  # rows of whole Q8_0 blocks
+    d = write_gguf(tmp_path / "q8.gguf", c, moe_weights(c, seed=13), tok_dir,
+                   exps_type=gguf.GGMLQuantizationType.Q8_0)
+    with Model(d) as m:
+        assert np.isfinite(m.logits(PROMPT)).all()
+    with pytest.raises(RuntimeError, match="layer 0's experts are q8_0"):
+        Model(d, "tensor")
+
+
 def test_mixed_expert_dtypes_fail_clearly(tmp_path, tok_dir):
     """One expert in another dtype: the packed expert tensor cannot hold it, so
     loading on the tensor forward fails naming the layer (the raw path loads)."""
