@@ -54,5 +54,8 @@ void bench_add_f32(bench_ctx *c, int log2n);
 void bench_full_f32(bench_ctx *c, int log2n);
 /* The accelerator workloads of WORKLOADS.md (bench_gpu.c); nothing on the CPU. */
 void bench_gpu_workloads(bench_ctx *c);
+/* decode_qwen3moe_30b_a3b (fp8: _fp8, f8 experts): whole-model decode on a
+ * random-weight model (bench_decode_moe.c); nothing on the CPU. */
+void bench_decode_qwen3moe(bench_ctx *c, bool fp8);
 
 #endif

@@ -483,4 +483,6 @@ void bench_gpu_workloads(bench_ctx *c) {
   bench_linalg(c);
   bench_moe(c, false);
   bench_moe(c, true);
+  bench_decode_qwen3moe(c, false);
+  bench_decode_qwen3moe(c, true);
 }

@@ -35,23 +35,23 @@ typedef enum ingot_rope_scaling {
 /* Hyper-parameters, from the GGUF metadata "<arch>.*" keys. */
 typedef struct ingot_model_config {
   ingot_model_arch arch;
-  char arch_name[32];   /* general.architecture */
-  int n_layers;         /* block_count */
-  int dim;              /* embedding_length */
-  int ffn_dim;          /* feed_forward_length */
-  int n_heads;          /* attention.head_count */
-  int n_kv_heads;       /* attention.head_count_kv (grouped-query attention) */
-  int head_dim;         /* attention.key_length, else dim / n_heads */
-  int vocab;            /* rows of token_embd.weight */
-  int64_t ctx_train;    /* context_length */
-  int64_t ctx;          /* KV cache length actually allocated (<= ctx_train) */
-  float rms_eps;        /* attention.layer_norm_rms_epsilon */
-  float rope_base;      /* rope.freq_base */
-  bool rope_neox;       /* rotate half-split pairs (qwen3); false: adjacent pairs (llama) */
+  char arch_name[32]; /* general.architecture */
+  int n_layers;       /* block_count */
+  int dim;            /* embedding_length */
+  int ffn_dim;        /* feed_forward_length */
+  int n_heads;        /* attention.head_count */
+  int n_kv_heads;     /* attention.head_count_kv (grouped-query attention) */
+  int head_dim;       /* attention.key_length, else dim / n_heads */
+  int vocab;          /* rows of token_embd.weight */
+  int64_t ctx_train;  /* context_length */
+  int64_t ctx;        /* KV cache length actually allocated (<= ctx_train) */
+  float rms_eps;      /* attention.layer_norm_rms_epsilon */
+  float rope_base;    /* rope.freq_base */
+  bool rope_neox;     /* rotate half-split pairs (qwen3); false: adjacent pairs (llama) */
   ingot_rope_scaling rope_scaling;
-  float rope_factor;    /* rope.scaling.factor */
+  float rope_factor;                                 /* rope.scaling.factor */
   float rope_low_freq_factor, rope_high_freq_factor; /* llama3 */
-  int64_t rope_orig_ctx;                              /* rope.scaling.original_context_length */
+  int64_t rope_orig_ctx;                             /* rope.scaling.original_context_length */
   bool qk_norm;         /* RMSNorm on each q/k head before RoPE (qwen3) */
   bool tied_embeddings; /* no output.weight: the LM head is token_embd.weight */
   /* Mixture of experts (qwen3_moe; 0 for dense models): n_experts routed
@@ -95,6 +95,16 @@ ingot_model *ingot_model_load(const char *path, ingot_device dev);
 ingot_model *ingot_model_load_ex(const char *path, ingot_device dev,
                                  const ingot_model_options *opts);
 void ingot_model_free(ingot_model *m);
+/* A model of config cfg with random weights made on dev (no file, no
+ * tokenizer: generate by token ids), for benchmarks at real shapes. Weights
+ * randn * 0.02 from the global generator reseeded with seed (same numbers on
+ * every device), norms 1, untied head, unscaled RoPE; every layer sparse if
+ * cfg->n_experts > 0. weight_dtype (an ingot_dtype): float32, float16,
+ * bfloat16, or float8_e4m3fn (experts f8 with per-row f32 scales of 0.02,
+ * the other linear layers bfloat16). KV cache length: cfg->ctx, else
+ * ctx_train, else 2048. NULL and INGOT_ERR_ARG on a bad config. */
+ingot_model *ingot_model_random(const ingot_model_config *cfg, int weight_dtype, uint64_t seed,
+                                ingot_device dev);
 
 const ingot_model_config *ingot_model_get_config(const ingot_model *m);
 /* Whether layer l's MLP is the sparse expert block (false for dense models,
@@ -152,7 +162,7 @@ ingot_tensor *ingot_sample_tokens(const ingot_tensor *logits, const ingot_sample
 typedef struct ingot_generate_options {
   int64_t max_tokens; /* new tokens at most (<= 0: until EOS or the cache is full) */
   ingot_sample_options sample;
-  bool stop_at_eos;   /* stop at the tokenizer's EOS (and <|im_end|>/<|endoftext|>) */
+  bool stop_at_eos; /* stop at the tokenizer's EOS (and <|im_end|>/<|endoftext|>) */
 } ingot_generate_options;
 
 ingot_generate_options ingot_generate_defaults(void);

@@ -1,8 +1,8 @@
-/* The llama/qwen3 forward over Ingot tensors (forward_dev.h): the same
+/* The llama/qwen3/qwen3_moe forward over Ingot tensors (forward_dev.h): the same
  * network as llama.c's raw-pointer CPU path, written with ops only
  * (qget_rows, rms_norm, qmatmul, rope, kv_cache_write, attention_cached,
- * swiglu, add) so it runs on any backend. Positions live in device tensors,
- * so the decode step replays from a captured graph. */
+ * swiglu, add; sparse MLPs: forward_moe.c) so it runs on any backend. Positions live in device
+ * tensors, so the decode step replays from a captured graph. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -12,7 +12,7 @@
 
 #define DEV_CHUNK 128 /* prefill rows per pass */
 
-static bool upload_weight(const qweight *w, ingot_device dev, dev_weight *out) {
+bool dev_weight_upload(const qweight *w, ingot_device dev, dev_weight *out) {
   out->type = w->type;
   out->cols = w->cols;
   out->t = ingot_from_host(w->data, 2, (int64_t[]){w->rows, (int64_t)w->row_bytes}, INGOT_U8, dev);
@@ -27,7 +27,7 @@ static ingot_tensor *new_cache(const ingot_model_config *c, ingot_device dev) {
   return ingot_empty(3, (int64_t[]){c->ctx, c->n_kv_heads, c->head_dim}, INGOT_F32, dev);
 }
 
-bool dev_model_init(ingot_model *m, ingot_device dev) {
+bool dev_model_alloc(ingot_model *m, ingot_device dev) {
   const ingot_model_config *c = &m->cfg;
   dev_model *d = calloc(1, sizeof *d);
   if (!d) {
@@ -42,29 +42,42 @@ bool dev_model_init(ingot_model *m, ingot_device dev) {
     ingot_fail(INGOT_ERR_OOM, "model: out of memory");
     return false;
   }
-  if (!upload_weight(&m->embd, dev, &d->embd)) return false;
-  if (m->lm_head.data == m->embd.data) {
-    d->lm_head = d->embd;
-    ingot_retain(d->lm_head.t);
-  } else if (!upload_weight(&m->lm_head, dev, &d->lm_head)) {
-    return false;
-  }
-  if (!(d->out_norm = upload_f32(m->out_norm, c->dim, dev))) return false;
   d->inv_freq = ingot_from_host(m->inv_freq, 1, (int64_t[]){c->head_dim / 2}, INGOT_F64, dev);
   d->logits = ingot_empty(2, (int64_t[]){1, c->vocab}, INGOT_F32, dev);
   d->tok = ingot_zeros(1, (int64_t[]){1}, INGOT_I32, dev);
   d->pos = ingot_zeros(1, (int64_t[]){1}, INGOT_I32, dev);
   if (!d->inv_freq || !d->logits || !d->tok || !d->pos) return false;
+  for (int l = 0; l < c->n_layers; l++)
+    if (!(d->layers[l].k_cache = new_cache(c, dev)) || !(d->layers[l].v_cache = new_cache(c, dev)))
+      return false;
+  return true;
+}
+
+bool dev_model_init(ingot_model *m, ingot_device dev) {
+  const ingot_model_config *c = &m->cfg;
+  if (!dev_model_alloc(m, dev)) return false;
+  dev_model *d = m->devm;
+  if (!dev_weight_upload(&m->embd, dev, &d->embd)) return false;
+  if (m->lm_head.data == m->embd.data) {
+    d->lm_head = d->embd;
+    ingot_retain(d->lm_head.t);
+  } else if (!dev_weight_upload(&m->lm_head, dev, &d->lm_head)) {
+    return false;
+  }
+  if (!(d->out_norm = upload_f32(m->out_norm, c->dim, dev))) return false;
   for (int l = 0; l < c->n_layers; l++) {
     const layer *L = &m->layers[l];
     dev_layer *D = &d->layers[l];
     if (!(D->attn_norm = upload_f32(L->attn_norm, c->dim, dev)) ||
         !(D->ffn_norm = upload_f32(L->ffn_norm, c->dim, dev)) ||
-        !upload_weight(&L->wq, dev, &D->wq) || !upload_weight(&L->wk, dev, &D->wk) ||
-        !upload_weight(&L->wv, dev, &D->wv) || !upload_weight(&L->wo, dev, &D->wo) ||
-        !upload_weight(&L->w_gate, dev, &D->gate) || !upload_weight(&L->w_up, dev, &D->up) ||
-        !upload_weight(&L->w_down, dev, &D->down) || !(D->k_cache = new_cache(c, dev)) ||
-        !(D->v_cache = new_cache(c, dev)))
+        !dev_weight_upload(&L->wq, dev, &D->wq) || !dev_weight_upload(&L->wk, dev, &D->wk) ||
+        !dev_weight_upload(&L->wv, dev, &D->wv) || !dev_weight_upload(&L->wo, dev, &D->wo))
+      return false;
+    D->sparse = L->moe != NULL;
+    if (D->sparse ? !dev_moe_init(L->moe, c, l, dev, &D->moe)
+                  : !dev_weight_upload(&L->w_gate, dev, &D->gate) ||
+                        !dev_weight_upload(&L->w_up, dev, &D->up) ||
+                        !dev_weight_upload(&L->w_down, dev, &D->down))
       return false;
     if (c->qk_norm && (!(D->q_norm = upload_f32(L->q_norm, c->head_dim, dev)) ||
                        !(D->k_norm = upload_f32(L->k_norm, c->head_dim, dev))))
@@ -82,6 +95,7 @@ void dev_model_free(dev_model *d) {
                             D->wk.t,      D->wv.t,     D->wo.t,   D->gate.t, D->up.t,
                             D->down.t,    D->k_cache,  D->v_cache};
       for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) ingot_release(ts[i]);
+      dev_moe_free(&D->moe);
     }
     free(d->layers);
   }
@@ -91,7 +105,7 @@ void dev_model_free(dev_model *d) {
   free(d);
 }
 
-static ingot_tensor *linear(const ingot_tensor *x, const dev_weight *w) {
+ingot_tensor *dev_linear(const ingot_tensor *x, const dev_weight *w) {
   return ingot_qmatmul(x, w->t, w->type, w->cols);
 }
 
@@ -114,9 +128,9 @@ static ingot_tensor *layers_forward(ingot_model *m, const ingot_tensor *ids,
     const dev_layer *L = &d->layers[l];
     ingot_scope_begin(); /* a layer's temporaries go at its end */
     ingot_tensor *xb = ingot_rms_norm(x, L->attn_norm, eps);
-    ingot_tensor *q = heads(linear(xb, &L->wq), T, nh, hd);
-    ingot_tensor *k = heads(linear(xb, &L->wk), T, nkv, hd);
-    ingot_tensor *v = heads(linear(xb, &L->wv), T, nkv, hd);
+    ingot_tensor *q = heads(dev_linear(xb, &L->wq), T, nh, hd);
+    ingot_tensor *k = heads(dev_linear(xb, &L->wk), T, nkv, hd);
+    ingot_tensor *v = heads(dev_linear(xb, &L->wv), T, nkv, hd);
     if (c->qk_norm) {
       q = ingot_rms_norm(q, L->q_norm, eps);
       k = ingot_rms_norm(k, L->k_norm, eps);
@@ -128,10 +142,13 @@ static ingot_tensor *layers_forward(ingot_model *m, const ingot_tensor *ids,
       return NULL;
     }
     ingot_tensor *att = ingot_attention_cached(q, L->k_cache, L->v_cache, pos, scale);
-    x = ingot_add(x, linear(ingot_view(att, 2, (int64_t[]){T, nh * hd}), &L->wo));
+    x = ingot_add(x, dev_linear(ingot_view(att, 2, (int64_t[]){T, nh * hd}), &L->wo));
     xb = ingot_rms_norm(x, L->ffn_norm, eps);
-    ingot_tensor *h = ingot_swiglu(linear(xb, &L->gate), linear(xb, &L->up));
-    x = ingot_keep(ingot_add(x, linear(h, &L->down)));
+    ingot_tensor *mlp =
+        L->sparse
+            ? dev_moe_forward(&L->moe, c, xb)
+            : dev_linear(ingot_swiglu(dev_linear(xb, &L->gate), dev_linear(xb, &L->up)), &L->down);
+    x = ingot_keep(ingot_add(x, mlp));
     ingot_scope_end();
   }
   return x;
@@ -141,7 +158,7 @@ static ingot_tensor *layers_forward(ingot_model *m, const ingot_tensor *ids,
 static ingot_status head_forward(ingot_model *m, const ingot_tensor *x, int64_t T) {
   dev_model *d = m->devm;
   ingot_tensor *last = ingot_narrow(x, 0, T - 1, 1);
-  ingot_tensor *lg = linear(ingot_rms_norm(last, d->out_norm, m->cfg.rms_eps), &d->lm_head);
+  ingot_tensor *lg = dev_linear(ingot_rms_norm(last, d->out_norm, m->cfg.rms_eps), &d->lm_head);
   return lg ? ingot_copy_(d->logits, lg) : ingot_last_status();
 }
 

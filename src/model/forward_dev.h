@@ -13,9 +13,21 @@ typedef struct dev_weight {
   int64_t cols;
 } dev_weight;
 
+/* A sparse MLP (qwen3_moe, forward_moe.c): router, the experts packed in
+ * the checkpoint's dtype, the optional shared expert and its gate. */
+typedef struct dev_moe {
+  dev_weight router;                        /* [E, dim] */
+  ingot_tensor *gate_up, *down;             /* [E, 2I, dim] (gate rows then up rows), [E, dim, I] */
+  ingot_tensor *gate_up_scale, *down_scale; /* f8 experts: f32 [E, 2I], [E, dim]; else NULL */
+  bool has_shared;
+  dev_weight sh_gate, sh_up, sh_down, sh_router; /* sh_router: [1, dim] */
+} dev_moe;
+
 typedef struct dev_layer {
   ingot_tensor *attn_norm, *ffn_norm, *q_norm, *k_norm; /* float32 */
-  dev_weight wq, wk, wv, wo, gate, up, down;
+  dev_weight wq, wk, wv, wo, gate, up, down;            /* gate/up/down: dense layers only */
+  bool sparse;                                          /* the MLP is moe */
+  dev_moe moe;
   ingot_tensor *k_cache, *v_cache; /* float32 [ctx, kv_heads, head_dim] */
 } dev_layer;
 
@@ -31,6 +43,23 @@ typedef struct dev_model {
 } dev_model;
 
 struct ingot_model;
+struct qweight;
+struct moe_weights;
+/* w (a loader's weight) as ggml-block rows on dev. */
+bool dev_weight_upload(const struct qweight *w, ingot_device dev, dev_weight *out);
+/* x [T, cols] times w^T: f32 [T, w rows]. */
+ingot_tensor *dev_linear(const ingot_tensor *x, const dev_weight *w);
+/* Layer `layer`'s expert block w uploaded to dev; an error names the layer
+ * if the experts are not of one float type. */
+bool dev_moe_init(const struct moe_weights *w, const ingot_model_config *c, int layer,
+                  ingot_device dev, dev_moe *out);
+void dev_moe_free(dev_moe *m);
+/* The sparse MLP of xb [T, dim] (normed, f32): f32 [T, dim], in the caller's scope. */
+ingot_tensor *dev_moe_forward(const dev_moe *m, const ingot_model_config *c,
+                              const ingot_tensor *xb);
+/* m->devm with its layer slots, KV caches, RoPE frequencies (m->inv_freq),
+ * logits and step tensors on dev; no weights yet. */
+bool dev_model_alloc(struct ingot_model *m, ingot_device dev);
 /* Upload m's weights (read by the loader) to dev and allocate the cache. */
 bool dev_model_init(struct ingot_model *m, ingot_device dev);
 void dev_model_free(dev_model *d);

@@ -87,8 +87,8 @@ static bool read_config(const ingot_gguf *g, const char *path, ingot_model_confi
     return false;
   int64_t v;
   c->n_kv_heads = c->n_heads;
-  if (meta_int(g, an, "attention.head_count_kv", &v) && !meta_dim(g, an, "attention.head_count_kv",
-                                                                  &c->n_kv_heads, path))
+  if (meta_int(g, an, "attention.head_count_kv", &v) &&
+      !meta_dim(g, an, "attention.head_count_kv", &c->n_kv_heads, path))
     return false;
   c->head_dim = c->dim / c->n_heads;
   if (meta_int(g, an, "attention.key_length", &v) &&
@@ -126,8 +126,8 @@ static bool read_config(const ingot_gguf *g, const char *path, ingot_model_confi
       }
       c->rope_factor = (float)d;
     } else if (!(len == 6 && !memcmp(st, "llama3", 6))) {
-      ingot_fail(INGOT_ERR_UNSUPPORTED, "%s: rope scaling '%.*s' is not supported", path,
-                 (int)len, st);
+      ingot_fail(INGOT_ERR_UNSUPPORTED, "%s: rope scaling '%.*s' is not supported", path, (int)len,
+                 st);
       return false;
     }
   }
@@ -142,8 +142,7 @@ static bool read_config(const ingot_gguf *g, const char *path, ingot_model_confi
       return false;
     }
   } else if (meta_int(g, an, "expert_count", &v) && v > 0) {
-    ingot_fail(INGOT_ERR_UNSUPPORTED, "%s: mixture-of-experts models are not supported yet",
-               path);
+    ingot_fail(INGOT_ERR_UNSUPPORTED, "%s: mixture-of-experts models are not supported yet", path);
     return false;
   }
   return true;
@@ -151,8 +150,7 @@ static bool read_config(const ingot_gguf *g, const char *path, ingot_model_confi
 
 /* Tensor `name`: present, ne == {cols, rows} (rows 0 for 1-D), and of a
  * type the matvec handles; the error names the tensor and both shapes. */
-static bool get_tensor(ingot_model *m, const char *name, int64_t cols, int64_t rows,
-                       qweight *w) {
+static bool get_tensor(ingot_model *m, const char *name, int64_t cols, int64_t rows, qweight *w) {
   int64_t i = ingot_gguf_find_tensor(m->g, name);
   if (i < 0) {
     ingot_fail(INGOT_ERR_IO, "%s: missing tensor '%s'", m->path, name);
@@ -166,10 +164,12 @@ static bool get_tensor(ingot_model *m, const char *name, int64_t cols, int64_t r
     char have[96] = "", want[64];
     int o = 0;
     for (int k = 0; k < ti.ndim && o < 80; k++)
-      o += snprintf(have + o, sizeof have - (size_t)o, "%s%lld", k ? ", " : "",
-                    (long long)ti.ne[k]);
-    if (rows) snprintf(want, sizeof want, "%lld, %lld", (long long)cols, (long long)rows);
-    else snprintf(want, sizeof want, "%lld", (long long)cols);
+      o +=
+          snprintf(have + o, sizeof have - (size_t)o, "%s%lld", k ? ", " : "", (long long)ti.ne[k]);
+    if (rows)
+      snprintf(want, sizeof want, "%lld, %lld", (long long)cols, (long long)rows);
+    else
+      snprintf(want, sizeof want, "%lld", (long long)cols);
     ingot_fail(INGOT_ERR_IO,
                "%s: tensor '%s' has shape [%s], expected [%s] (ggml order, %d-D) for this "
                "config",
@@ -276,8 +276,10 @@ static bool load_weights(ingot_model *m) {
   if (!get_tensor(m, "token_embd.weight", dim, c->vocab, &m->embd)) return false;
   if (!get_norm(m, "output_norm.weight", dim, &m->out_norm)) return false;
   m->cfg.tied_embeddings = ingot_gguf_find_tensor(m->g, "output.weight") < 0;
-  if (c->tied_embeddings) m->lm_head = m->embd;
-  else if (!get_tensor(m, "output.weight", dim, c->vocab, &m->lm_head)) return false;
+  if (c->tied_embeddings)
+    m->lm_head = m->embd;
+  else if (!get_tensor(m, "output.weight", dim, c->vocab, &m->lm_head))
+    return false;
 
   m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
   if (!m->layers) {
@@ -285,12 +287,10 @@ static bool load_weights(ingot_model *m) {
     return false;
   }
   char n[96];
-#define T(field, suffix, cols, rows)                                  \
-  (snprintf(n, sizeof n, "blk.%d." suffix ".weight", l),              \
-   get_tensor(m, n, cols, rows, &L->field))
-#define N(field, suffix, len)                            \
-  (snprintf(n, sizeof n, "blk.%d." suffix ".weight", l), \
-   get_norm(m, n, len, &L->field))
+#define T(field, suffix, cols, rows) \
+  (snprintf(n, sizeof n, "blk.%d." suffix ".weight", l), get_tensor(m, n, cols, rows, &L->field))
+#define N(field, suffix, len) \
+  (snprintf(n, sizeof n, "blk.%d." suffix ".weight", l), get_norm(m, n, len, &L->field))
   bool moe = c->arch == INGOT_ARCH_QWEN3_MOE; /* every layer sparse, as llama.cpp */
   size_t E = (size_t)c->n_experts;
   if (moe &&
@@ -312,8 +312,8 @@ static bool load_weights(ingot_model *m) {
                !T(w_down, "ffn_down", c->ffn_dim, dim)) {
       return false;
     }
-    if (c->qk_norm && (!N(q_norm, "attn_q_norm", c->head_dim) ||
-                       !N(k_norm, "attn_k_norm", c->head_dim)))
+    if (c->qk_norm &&
+        (!N(q_norm, "attn_q_norm", c->head_dim) || !N(k_norm, "attn_k_norm", c->head_dim)))
       return false;
   }
 #undef T
@@ -354,8 +354,7 @@ static bool alloc_buffers(ingot_model *m) {
   if (c->ctx <= 0 || __builtin_mul_overflow((size_t)c->n_layers * kvd, (size_t)c->ctx, &cache) ||
       __builtin_mul_overflow(cache, 2 * sizeof(float), &(size_t){0}) ||
       __builtin_mul_overflow((size_t)CHUNK * c->n_heads, (size_t)c->ctx * sizeof(float), &att)) {
-    ingot_fail(INGOT_ERR_ARG, "model: a context of %lld positions is too large",
-               (long long)c->ctx);
+    ingot_fail(INGOT_ERR_ARG, "model: a context of %lld positions is too large", (long long)c->ctx);
     return false;
   }
   m->k_cache = malloc(cache * sizeof(float));
@@ -387,8 +386,7 @@ int64_t model_ffn_max(const ingot_model_config *c) {
 
 /* Fault the mapped weights in now (reporting progress) rather than during
  * the first prompt. */
-void model_prefault(int64_t n, model_span_fn span, const void *src,
-                    const ingot_model_options *o) {
+void model_prefault(int64_t n, model_span_fn span, const void *src, const ingot_model_options *o) {
   size_t total = 0, done = 0, nbytes;
   const void *data;
   for (int64_t i = 0; i < n; i++)
@@ -510,12 +508,11 @@ const ingot_model_config *ingot_model_get_config(const ingot_model *m) {
   return m ? &m->cfg : NULL;
 }
 bool ingot_model_layer_is_moe(const ingot_model *m, int l) {
-  return m && l >= 0 && l < m->cfg.n_layers && m->layers && m->layers[l].moe;
+  if (!m || l < 0 || l >= m->cfg.n_layers) return false;
+  return m->layers ? m->layers[l].moe != NULL : m->devm && m->devm->layers[l].sparse;
 }
 ingot_tokenizer *ingot_model_tokenizer(ingot_model *m) { return m ? m->tok : NULL; }
-const char *ingot_model_chat_template(const ingot_model *m) {
-  return m ? m->chat_template : NULL;
-}
+const char *ingot_model_chat_template(const ingot_model *m) { return m ? m->chat_template : NULL; }
 void ingot_model_reset(ingot_model *m) {
   if (m) m->n_past = 0;
 }
@@ -630,8 +627,8 @@ static ingot_status forward_chunk(ingot_model *m, const int32_t *tok, int64_t T)
   int64_t qd = nh * hd, kvd = nkv * hd, p0 = m->n_past;
   ingot_status st;
   for (int64_t t = 0; t < T; t++) {
-    st = ingot_ggml_dequantize(m->embd.type, (const char *)m->embd.data +
-                                                 (size_t)tok[t] * m->embd.row_bytes,
+    st = ingot_ggml_dequantize(m->embd.type,
+                               (const char *)m->embd.data + (size_t)tok[t] * m->embd.row_bytes,
                                m->x + t * dim, dim);
     if (st) return st;
     float *cs = m->rope_cs + t * hd;

@@ -394,6 +394,8 @@ static bool get_mat(ingot_model *m, const char *name, int64_t rows, int64_t cols
   if (!find(m, name, &ti) || !check_shape(m, &ti, rows, cols)) return false;
   int type = ggml_type_of(ti.dtype);
   const void *data = ti.data;
+  const uint8_t *f8 = NULL;
+  const float *f8_scale = NULL;
   if (type >= 0) {
     size_t esz = ingot_dtype_size(ti.dtype);
     if ((uintptr_t)data % esz) { /* typed loads need natural alignment */
@@ -420,17 +422,19 @@ static bool get_mat(ingot_model *m, const char *name, int64_t rows, int64_t cols
       return false;
     }
     float *f = own(m, (size_t)(rows * cols) * sizeof(float));
-    if (!f) return false;
+    float *scale = own(m, (size_t)rows * sizeof(float));
+    if (!f || !scale) return false;
     const uint8_t *q = ti.data, *s = si.data;
     size_t ssz = ingot_dtype_size(si.dtype);
+    for (int64_t r = 0; r < rows; r++) scale[r] = elem_f32(si.dtype, s + (size_t)r * ssz);
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-      float sc = elem_f32(si.dtype, s + (size_t)r * ssz);
+    for (int64_t r = 0; r < rows; r++)
       for (int64_t k = 0; k < cols; k++)
-        f[r * cols + k] = ingot_f8e4m3fn_to_f32(q[r * cols + k]) * sc;
-    }
+        f[r * cols + k] = ingot_f8e4m3fn_to_f32(q[r * cols + k]) * scale[r];
     data = f;
     type = INGOT_GGML_F32;
+    f8 = q;
+    f8_scale = scale;
   } else {
     ingot_fail(INGOT_ERR_UNSUPPORTED,
                "%s: tensor '%s' has dtype %s, not a supported weight type "
@@ -438,12 +442,15 @@ static bool get_mat(ingot_model *m, const char *name, int64_t rows, int64_t cols
                m->path, name, ti.dtype_name);
     return false;
   }
-  w->data = data;
-  w->type = type;
-  w->rows = rows;
-  w->cols = cols;
-  w->row_bytes = ingot_ggml_row_size(type, cols);
-  w->nbytes = w->row_bytes * (size_t)rows;
+  size_t row_bytes = ingot_ggml_row_size(type, cols);
+  *w = (qweight){.data = data,
+                 .type = type,
+                 .rows = rows,
+                 .cols = cols,
+                 .row_bytes = row_bytes,
+                 .nbytes = row_bytes * (size_t)rows,
+                 .f8 = f8,
+                 .f8_scale = f8_scale};
   return true;
 }
 
@@ -481,12 +488,13 @@ static bool get_fused(ingot_model *m, const ingot_safetensors_info *ti, int64_t 
                m->path, ti->name);
     return false;
   }
-  w->type = type;
-  w->rows = rows;
-  w->cols = cols;
-  w->row_bytes = ingot_ggml_row_size(type, cols);
-  w->nbytes = w->row_bytes * (size_t)rows;
-  w->data = (const char *)ti->data + ((size_t)e * (size_t)k + (size_t)part) * w->nbytes;
+  size_t row_bytes = ingot_ggml_row_size(type, cols), nbytes = row_bytes * (size_t)rows;
+  *w = (qweight){.data = (const char *)ti->data + ((size_t)e * (size_t)k + (size_t)part) * nbytes,
+                 .type = type,
+                 .rows = rows,
+                 .cols = cols,
+                 .row_bytes = row_bytes,
+                 .nbytes = nbytes};
   return true;
 }
 

@@ -15,6 +15,11 @@ typedef struct qweight {
   int type; /* ggml type id */
   int64_t rows, cols;
   size_t row_bytes, nbytes;
+  /* An F8_E4M3 checkpoint weight (data is then its F32 dequantisation): the
+   * f8 bytes [rows, cols] and one f32 scale per row, for kernels that read
+   * f8 directly (the tensor forward's expert ops); NULL otherwise. */
+  const uint8_t *f8;
+  const float *f8_scale;
 } qweight;
 
 /* The sparse MLP of one layer (qwen3_moe): router, routed experts, and the
@@ -43,7 +48,7 @@ struct ingot_model {
   layer *layers;
   qweight embd, lm_head;
   const float *out_norm;
-  double *inv_freq; /* [head_dim/2] RoPE frequencies, scaling applied */
+  double *inv_freq;         /* [head_dim/2] RoPE frequencies, scaling applied */
   float *k_cache, *v_cache; /* [layers, ctx, kv_heads, head_dim] */
   int64_t n_past;
   /* scratch for one chunk of tokens */
@@ -52,7 +57,7 @@ struct ingot_model {
   struct hf_state *hf;       /* HF directory models (model_hf.c): checkpoint + owned buffers */
   struct moe_scratch *moe_s; /* expert block buffers (moe_block.c), NULL for dense models */
   moe_weights *moe_w;        /* GGUF expert blocks: n_layers of them, then their expert qweights */
-  struct dev_model *devm;     /* the tensor forward (forward_dev.c); NULL on the raw CPU path */
+  struct dev_model *devm;    /* the tensor forward (forward_dev.c); NULL on the raw CPU path */
 };
 
 /* An HF directory (config.json, safetensors, tokenizer.json) into m: config,

@@ -23,11 +23,27 @@ class GenStats(ctypes.Structure):
                 ("decode_tps", ctypes.c_double)]
 
 
+class ModelConfig(ctypes.Structure):
+    """ingot_model_config."""
+    _fields_ = [("arch", ctypes.c_int), ("arch_name", ctypes.c_char * 32), ("n_layers", I32),
+                ("dim", I32), ("ffn_dim", I32), ("n_heads", I32), ("n_kv_heads", I32),
+                ("head_dim", I32), ("vocab", I32), ("ctx_train", I64), ("ctx", I64),
+                ("rms_eps", F), ("rope_base", F), ("rope_neox", ctypes.c_bool),
+                ("rope_scaling", ctypes.c_int), ("rope_factor", F), ("rope_low_freq_factor", F),
+                ("rope_high_freq_factor", F), ("rope_orig_ctx", I64), ("qk_norm", ctypes.c_bool),
+                ("tied_embeddings", ctypes.c_bool), ("n_experts", I32), ("n_experts_used", I32),
+                ("expert_ffn_dim", I32), ("shared_expert_ffn_dim", I32),
+                ("norm_topk_prob", ctypes.c_bool)]
+
+
 TOKEN_FN = ctypes.CFUNCTYPE(ctypes.c_int, I32, ctypes.c_char_p, ctypes.c_size_t, P)
 
 for _fn, _res, _args in [
     ("ingot_model_load", P, [ctypes.c_char_p, Device]),
     ("ingot_model_free", None, [P]),
+    ("ingot_model_random", P, [ctypes.POINTER(ModelConfig), ctypes.c_int, ctypes.c_uint64, Device]),
+    ("ingot_model_get_config", ctypes.POINTER(ModelConfig), [P]),
+    ("ingot_model_layer_is_moe", ctypes.c_bool, [P, ctypes.c_int]),
     ("ingot_model_reset", None, [P]),
     ("ingot_model_n_past", I64, [P]),
     ("ingot_model_truncate", ctypes.c_int, [P, I64]),

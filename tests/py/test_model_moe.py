@@ -250,7 +250,8 @@ def test_matches_transformers_moe(tmp_path, tok_dir):
 
 # ---- GGUF qwen3moe (llama.cpp's layout: 3-D expert tensors, always renormalised) ----
 
-def write_gguf(path, c, w, tok_dir, drop=None):
+def write_gguf(path, c, w, tok_dir, drop=None, exps_type=None):
+    """exps_type: a gguf.GGMLQuantizationType for the expert tensors (else f32)."""
     gguf = pytest.importorskip("gguf")
     tk = json.loads((tok_dir / "tokenizer.json").read_text())
     vocab = dict(tk["model"]["vocab"])
@@ -291,8 +292,13 @@ def write_gguf(path, c, w, tok_dir, drop=None):
         for proj in ("gate", "up", "down"):
             if f"blk.{l}.ffn_{proj}_exps.weight" == drop:
                 continue
-            g.add_tensor(f"blk.{l}.ffn_{proj}_exps.weight", np.stack(
-                [w[p + f"mlp.experts.{e}.{proj}_proj.weight"] for e in range(c["num_experts"])]))
+            x = np.stack([w[p + f"mlp.experts.{e}.{proj}_proj.weight"]
+                          for e in range(c["num_experts"])])
+            if exps_type is not None:
+                g.add_tensor(f"blk.{l}.ffn_{proj}_exps.weight",
+                             gguf.quants.quantize(x, exps_type), raw_dtype=exps_type)
+            else:
+                g.add_tensor(f"blk.{l}.ffn_{proj}_exps.weight", x)
     g.write_header_to_file()
     g.write_kv_data_to_file()
     g.write_tensors_to_file()

@@ -1,0 +1,82 @@
+/* decode_qwen3moe_30b_a3b(_fp8) of WORKLOADS.md: the whole Qwen3-30B-A3B
+ * network with random weights made on the device (ingot_model_random),
+ * prompt 128 token ids, 64 new tokens greedy through ingot_generate (the
+ * decode step replayed as a device graph). Reports decode tokens/s, the
+ * median over runs after one warm-up generation; the prompt's tokens/s goes
+ * to stderr. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "bench.h"
+
+#define PROMPT_TOKENS 128
+#define NEW_TOKENS 64
+
+static ingot_model_config qwen3_30b_a3b(void) {
+  return (ingot_model_config){.arch = INGOT_ARCH_QWEN3_MOE,
+                              .arch_name = "qwen3_moe",
+                              .n_layers = 48,
+                              .dim = 2048,
+                              .ffn_dim = 6144,
+                              .n_heads = 32,
+                              .n_kv_heads = 4,
+                              .head_dim = 128,
+                              .vocab = 151936,
+                              .ctx_train = 40960,
+                              .ctx = PROMPT_TOKENS + NEW_TOKENS,
+                              .rms_eps = 1e-6f,
+                              .rope_base = 1e6f,
+                              .rope_neox = true,
+                              .qk_norm = true,
+                              .n_experts = 128,
+                              .n_experts_used = 8,
+                              .expert_ffn_dim = 768,
+                              .norm_topk_prob = true};
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+void bench_decode_qwen3moe(bench_ctx *c, bool fp8) {
+  const char *id = fp8 ? "decode_qwen3moe_30b_a3b_fp8" : "decode_qwen3moe_30b_a3b";
+  if (c->dev.kind == INGOT_DEVICE_CPU || !bench_selected(c, id)) return;
+  ingot_model_config cfg = qwen3_30b_a3b();
+  ingot_model *m = ingot_model_random(&cfg, fp8 ? INGOT_F8E4M3FN : INGOT_BF16, 1, c->dev);
+  double *dec = calloc((size_t)c->runs, sizeof *dec);
+  int32_t prompt[PROMPT_TOKENS], out[NEW_TOKENS];
+  for (int i = 0; i < PROMPT_TOKENS; i++) prompt[i] = (int32_t)((i * 7919 + 13) % cfg.vocab);
+  ingot_generate_options o = ingot_generate_defaults();
+  o.max_tokens = NEW_TOKENS;
+  o.stop_at_eos = false;
+  o.sample.temperature = 0;
+  bool ok = m && dec;
+  double pre = 0;
+  for (int r = -1; r < c->runs && ok; r++) { /* r = -1: warm-up */
+    ingot_generate_stats st;
+    int64_t n = 0;
+    ingot_model_reset(m);
+    ok = !ingot_generate(m, prompt, PROMPT_TOKENS, &o, NULL, NULL, out, NEW_TOKENS, &n, &st) &&
+         n == NEW_TOKENS;
+    if (ok && r >= 0) {
+      dec[r] = st.decode_seconds;
+      pre += st.prompt_tps / c->runs;
+    }
+  }
+  bench_result res = {.metric = "tokens/s", .reference_value = -1};
+  snprintf(res.id, sizeof res.id, "%s", id);
+  snprintf(res.shape, sizeof res.shape, "48L E128 top8 prompt%d +%d", PROMPT_TOKENS, NEW_TOKENS);
+  snprintf(res.dtype, sizeof res.dtype, "%s", fp8 ? "float8_e4m3fn" : "bfloat16");
+  ingot_device_str(c->dev, res.device, sizeof res.device);
+  double t = -1;
+  if (ok) {
+    qsort(dec, (size_t)c->runs, sizeof *dec, cmp_double);
+    t = dec[c->runs / 2];
+    fprintf(stderr, "%s: prompt %.0f tokens/s (mean), decode %.1f tokens/s (median)\n", id, pre,
+            NEW_TOKENS / t);
+  }
+  bench_record(c, &res, ok, t, -1, NEW_TOKENS, 1.0);
+  free(dec);
+  ingot_model_free(m);
+}
