@@ -53,7 +53,7 @@ static ingot_tensor *pack_experts(const qweight *const *ws, int parts, int64_t E
   }
   int64_t rows = w0->rows, cols = w0->cols, n = (int64_t)parts * E;
   size_t part = f8 ? (size_t)(rows * cols) : w0->nbytes;
-  char *buf = malloc(part * (size_t)n);
+  char *buf = calloc((size_t)n, part); /* calloc: gcc cannot see the loop fill every byte */
   float *sc = f8 ? malloc((size_t)(n * rows) * sizeof(float)) : NULL;
   if (!buf || (f8 && !sc)) {
     free(buf);
