@@ -58,3 +58,39 @@ for _fn, _res, _args in [
                                       ctypes.POINTER(I64), ctypes.POINTER(GenStats)]),
 ]:
     getattr(lib, _fn).restype, getattr(lib, _fn).argtypes = _res, _args
+
+
+class ModelHandle:
+    """A loaded ingot_model (self.p, freed on exit) with the two probes the
+    model tests use: logits of a prompt and greedy tokens."""
+    vocab = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        lib.ingot_model_free(self.p)
+
+    def logits(self, ids, reset=True):
+        import numpy as np
+        if reset:
+            lib.ingot_model_reset(self.p)
+        ids = np.ascontiguousarray(ids, np.int32)
+        out = np.zeros(self.vocab, np.float32)
+        st = lib.ingot_model_forward(self.p, ids.ctypes.data, len(ids), out.ctypes.data)
+        assert st == 0, lib.ingot_last_error().decode()
+        return out
+
+    def greedy(self, ids, n):
+        import numpy as np
+        lib.ingot_model_reset(self.p)
+        o = lib.ingot_generate_defaults()
+        o.max_tokens, o.stop_at_eos = n, False
+        o.sample.temperature = 0
+        ids = np.ascontiguousarray(ids, np.int32)
+        out, nout = np.zeros(n, np.int32), I64()
+        st = lib.ingot_generate(self.p, ids.ctypes.data, len(ids), ctypes.byref(o),
+                                TOKEN_FN(lambda *a: 0), None, out.ctypes.data, n,
+                                ctypes.byref(nout), None)
+        assert st == 0, lib.ingot_last_error().decode()
+        return list(out[:nout.value])

@@ -20,7 +20,7 @@ import pytest
 from cuda_diff import needs_cuda
 from ingot_ctypes import Device, lib
 from st_util import write_sharded, write_st
-from model_ctypes import TOKEN_FN, GenOpts, SampleOpts  # noqa: F401
+from model_ctypes import TOKEN_FN, GenOpts, ModelHandle, SampleOpts  # noqa: F401
 
 P, I64, I32, F = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_float
 CPU = Device(0, 0)
@@ -198,9 +198,10 @@ def write_model(d, c, w, tok_dir, shards=0, convert=None):
     return d
 
 
-class Model:
+class Model(ModelHandle):
     """A loaded model: on the CPU's raw path, the CPU's tensor forward
     ("tensor": INGOT_TENSOR_FORWARD=1 while loading) or cuda:0 ("cuda")."""
+    vocab = VOCAB
 
     def __init__(self, d, path="raw"):
         lib.ingot_clear_error()
@@ -215,34 +216,6 @@ class Model:
                 os.environ["INGOT_TENSOR_FORWARD"] = old
         if not self.p:
             raise RuntimeError(lib.ingot_last_error().decode())
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        lib.ingot_model_free(self.p)
-
-    def logits(self, ids, reset=True):
-        if reset:
-            lib.ingot_model_reset(self.p)
-        ids = np.ascontiguousarray(ids, np.int32)
-        out = np.zeros(VOCAB, np.float32)
-        st = lib.ingot_model_forward(self.p, ids.ctypes.data, len(ids), out.ctypes.data)
-        assert st == 0, lib.ingot_last_error().decode()
-        return out
-
-    def greedy(self, ids, n):
-        lib.ingot_model_reset(self.p)
-        o = lib.ingot_generate_defaults()
-        o.max_tokens, o.stop_at_eos = n, False
-        o.sample.temperature = 0
-        ids = np.ascontiguousarray(ids, np.int32)
-        out, nout = np.zeros(n, np.int32), I64()
-        st = lib.ingot_generate(self.p, ids.ctypes.data, len(ids), ctypes.byref(o),
-                                TOKEN_FN(lambda *a: 0), None, out.ctypes.data, n,
-                                ctypes.byref(nout), None)
-        assert st == 0, lib.ingot_last_error().decode()
-        return list(out[:nout.value])
 
 
 def rel(a, b):

@@ -17,7 +17,7 @@ import pytest
 
 from cuda_diff import CUDA, needs_cuda
 from ingot_ctypes import CPU, ID, call, lib, to_numpy
-from model_ctypes import TOKEN_FN, ModelConfig
+from model_ctypes import ModelConfig, ModelHandle
 from test_model_hf import dense_mlp, ref_logits, rel
 from test_model_moe import moe_mlp
 from test_model_moe_device import decided
@@ -97,7 +97,7 @@ def draw_weights(c, dt, seed):
     return w
 
 
-class Random:
+class Random(ModelHandle):
     def __init__(self, c, dt, seed, dev=CPU):
         self.p = lib.ingot_model_random(ctypes.byref(c), ID[{"f32": "float32", "f16": "float16",
                                                               "bf16": "bfloat16",
@@ -106,34 +106,6 @@ class Random:
         if not self.p:
             raise RuntimeError(lib.ingot_last_error().decode())
         self.vocab = c.vocab
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        lib.ingot_model_free(self.p)
-
-    def logits(self, ids, reset=True):
-        if reset:
-            lib.ingot_model_reset(self.p)
-        ids = np.ascontiguousarray(ids, np.int32)
-        out = np.zeros(self.vocab, np.float32)
-        st = lib.ingot_model_forward(self.p, ids.ctypes.data, len(ids), out.ctypes.data)
-        assert st == 0, lib.ingot_last_error().decode()
-        return out
-
-    def greedy(self, ids, n):
-        lib.ingot_model_reset(self.p)
-        o = lib.ingot_generate_defaults()
-        o.max_tokens, o.stop_at_eos = n, False
-        o.sample.temperature = 0
-        ids = np.ascontiguousarray(ids, np.int32)
-        out, nout = np.zeros(n, np.int32), ctypes.c_int64()
-        st = lib.ingot_generate(self.p, ids.ctypes.data, len(ids), ctypes.byref(o),
-                                TOKEN_FN(lambda *a: 0), None, out.ctypes.data, n,
-                                ctypes.byref(nout), None)
-        assert st == 0, lib.ingot_last_error().decode()
-        return list(out[:nout.value])
 
 
 CASES = {
