@@ -87,8 +87,8 @@ static bool read_config(const ingot_gguf *g, const char *path, ingot_model_confi
     return false;
   int64_t v;
   c->n_kv_heads = c->n_heads;
-  if (meta_int(g, an, "attention.head_count_kv", &v) && !meta_dim(g, an, "attention.head_count_kv",
-                                                                  &c->n_kv_heads, path))
+  if (meta_int(g, an, "attention.head_count_kv", &v) &&
+      !meta_dim(g, an, "attention.head_count_kv", &c->n_kv_heads, path))
     return false;
   c->head_dim = c->dim / c->n_heads;
   if (meta_int(g, an, "attention.key_length", &v) &&
@@ -126,8 +126,8 @@ static bool read_config(const ingot_gguf *g, const char *path, ingot_model_confi
       }
       c->rope_factor = (float)d;
     } else if (!(len == 6 && !memcmp(st, "llama3", 6))) {
-      ingot_fail(INGOT_ERR_UNSUPPORTED, "%s: rope scaling '%.*s' is not supported", path,
-                 (int)len, st);
+      ingot_fail(INGOT_ERR_UNSUPPORTED, "%s: rope scaling '%.*s' is not supported", path, (int)len,
+                 st);
       return false;
     }
   }
@@ -142,8 +142,7 @@ static bool read_config(const ingot_gguf *g, const char *path, ingot_model_confi
       return false;
     }
   } else if (meta_int(g, an, "expert_count", &v) && v > 0) {
-    ingot_fail(INGOT_ERR_UNSUPPORTED, "%s: mixture-of-experts models are not supported yet",
-               path);
+    ingot_fail(INGOT_ERR_UNSUPPORTED, "%s: mixture-of-experts models are not supported yet", path);
     return false;
   }
   return true;
@@ -151,8 +150,7 @@ static bool read_config(const ingot_gguf *g, const char *path, ingot_model_confi
 
 /* Tensor `name`: present, ne == {cols, rows} (rows 0 for 1-D), and of a
  * type the matvec handles; the error names the tensor and both shapes. */
-static bool get_tensor(ingot_model *m, const char *name, int64_t cols, int64_t rows,
-                       qweight *w) {
+static bool get_tensor(ingot_model *m, const char *name, int64_t cols, int64_t rows, qweight *w) {
   int64_t i = ingot_gguf_find_tensor(m->g, name);
   if (i < 0) {
     ingot_fail(INGOT_ERR_IO, "%s: missing tensor '%s'", m->path, name);
@@ -166,10 +164,12 @@ static bool get_tensor(ingot_model *m, const char *name, int64_t cols, int64_t r
     char have[96] = "", want[64];
     int o = 0;
     for (int k = 0; k < ti.ndim && o < 80; k++)
-      o += snprintf(have + o, sizeof have - (size_t)o, "%s%lld", k ? ", " : "",
-                    (long long)ti.ne[k]);
-    if (rows) snprintf(want, sizeof want, "%lld, %lld", (long long)cols, (long long)rows);
-    else snprintf(want, sizeof want, "%lld", (long long)cols);
+      o +=
+          snprintf(have + o, sizeof have - (size_t)o, "%s%lld", k ? ", " : "", (long long)ti.ne[k]);
+    if (rows)
+      snprintf(want, sizeof want, "%lld, %lld", (long long)cols, (long long)rows);
+    else
+      snprintf(want, sizeof want, "%lld", (long long)cols);
     ingot_fail(INGOT_ERR_IO,
                "%s: tensor '%s' has shape [%s], expected [%s] (ggml order, %d-D) for this "
                "config",
@@ -276,8 +276,10 @@ static bool load_weights(ingot_model *m) {
   if (!get_tensor(m, "token_embd.weight", dim, c->vocab, &m->embd)) return false;
   if (!get_norm(m, "output_norm.weight", dim, &m->out_norm)) return false;
   m->cfg.tied_embeddings = ingot_gguf_find_tensor(m->g, "output.weight") < 0;
-  if (c->tied_embeddings) m->lm_head = m->embd;
-  else if (!get_tensor(m, "output.weight", dim, c->vocab, &m->lm_head)) return false;
+  if (c->tied_embeddings)
+    m->lm_head = m->embd;
+  else if (!get_tensor(m, "output.weight", dim, c->vocab, &m->lm_head))
+    return false;
 
   m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
   if (!m->layers) {
@@ -285,12 +287,10 @@ static bool load_weights(ingot_model *m) {
     return false;
   }
   char n[96];
-#define T(field, suffix, cols, rows)                                  \
-  (snprintf(n, sizeof n, "blk.%d." suffix ".weight", l),              \
-   get_tensor(m, n, cols, rows, &L->field))
-#define N(field, suffix, len)                            \
-  (snprintf(n, sizeof n, "blk.%d." suffix ".weight", l), \
-   get_norm(m, n, len, &L->field))
+#define T(field, suffix, cols, rows) \
+  (snprintf(n, sizeof n, "blk.%d." suffix ".weight", l), get_tensor(m, n, cols, rows, &L->field))
+#define N(field, suffix, len) \
+  (snprintf(n, sizeof n, "blk.%d." suffix ".weight", l), get_norm(m, n, len, &L->field))
   bool moe = c->arch == INGOT_ARCH_QWEN3_MOE; /* every layer sparse, as llama.cpp */
   size_t E = (size_t)c->n_experts;
   if (moe &&
@@ -312,8 +312,8 @@ static bool load_weights(ingot_model *m) {
                !T(w_down, "ffn_down", c->ffn_dim, dim)) {
       return false;
     }
-    if (c->qk_norm && (!N(q_norm, "attn_q_norm", c->head_dim) ||
-                       !N(k_norm, "attn_k_norm", c->head_dim)))
+    if (c->qk_norm &&
+        (!N(q_norm, "attn_q_norm", c->head_dim) || !N(k_norm, "attn_k_norm", c->head_dim)))
       return false;
   }
 #undef T
@@ -353,9 +353,8 @@ static bool alloc_buffers(ingot_model *m) {
   /* The context comes from the file and the caller: sizes must not wrap. */
   if (c->ctx <= 0 || __builtin_mul_overflow((size_t)c->n_layers * kvd, (size_t)c->ctx, &cache) ||
       __builtin_mul_overflow(cache, 2 * sizeof(float), &(size_t){0}) ||
-      __builtin_mul_overflow((size_t)CHUNK * c->n_heads, (size_t)c->ctx * sizeof(float), &att)) {
-    ingot_fail(INGOT_ERR_ARG, "model: a context of %lld positions is too large",
-               (long long)c->ctx);
+      !(att = model_attention_scratch(c, CHUNK))) {
+    ingot_fail(INGOT_ERR_ARG, "model: a context of %lld positions is too large", (long long)c->ctx);
     return false;
   }
   m->k_cache = malloc(cache * sizeof(float));
@@ -368,7 +367,7 @@ static bool alloc_buffers(ingot_model *m) {
   m->v = malloc(CHUNK * kvd * sizeof(float));
   m->hb = malloc(CHUNK * (size_t)model_ffn_max(c) * sizeof(float));
   m->hb2 = malloc(CHUNK * (size_t)model_ffn_max(c) * sizeof(float));
-  m->att = malloc(att);
+  m->att = malloc(att * sizeof(float));
   m->rope_cs = malloc(CHUNK * (size_t)c->head_dim * sizeof(float));
   if (!m->k_cache || !m->v_cache || !m->x || !m->xb || !m->xb2 || !m->q || !m->k || !m->v ||
       !m->hb || !m->hb2 || !m->att || !m->rope_cs) {
@@ -387,8 +386,7 @@ int64_t model_ffn_max(const ingot_model_config *c) {
 
 /* Fault the mapped weights in now (reporting progress) rather than during
  * the first prompt. */
-void model_prefault(int64_t n, model_span_fn span, const void *src,
-                    const ingot_model_options *o) {
+void model_prefault(int64_t n, model_span_fn span, const void *src, const ingot_model_options *o) {
   size_t total = 0, done = 0, nbytes;
   const void *data;
   for (int64_t i = 0; i < n; i++)
@@ -513,9 +511,7 @@ bool ingot_model_layer_is_moe(const ingot_model *m, int l) {
   return m && l >= 0 && l < m->cfg.n_layers && m->layers && m->layers[l].moe;
 }
 ingot_tokenizer *ingot_model_tokenizer(ingot_model *m) { return m ? m->tok : NULL; }
-const char *ingot_model_chat_template(const ingot_model *m) {
-  return m ? m->chat_template : NULL;
-}
+const char *ingot_model_chat_template(const ingot_model *m) { return m ? m->chat_template : NULL; }
 void ingot_model_reset(ingot_model *m) {
   if (m) m->n_past = 0;
 }
@@ -570,58 +566,6 @@ ingot_status model_mlp(const ingot_model *m, const qweight *gate, const qweight 
   return linear(m, down, h1, n, y);
 }
 
-/* a . b with 16 independent partial sums: a plain `d += a[i] * b[i]` is one
- * serial chain of dependent adds (no reassociation without -ffast-math),
- * which made attention the hot spot of decode at a few hundred positions. */
-static float dot_f32(const float *a, const float *b, int n) {
-  float acc[16] = {0};
-  int i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int k = 0; k < 16; k++) acc[k] += a[i + k] * b[i + k];
-  for (int k = 0; i < n; i++, k++) acc[k] += a[i] * b[i];
-  for (int w = 8; w > 0; w /= 2)
-    for (int k = 0; k < w; k++) acc[k] += acc[k + w];
-  return acc[0];
-}
-
-/* y += a * x, in fixed blocks of 16 with restrict so -O2 vectorises it. */
-static void axpy_f32(float *restrict y, float a, const float *restrict x, int n) {
-  int i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int k = 0; k < 16; k++) y[i + k] += a * x[i + k];
-  for (; i < n; i++) y[i] += a * x[i];
-}
-
-/* Causal attention for tokens t < T at positions p0 + t, every head. */
-static void attention(ingot_model *m, int l, int64_t p0, int64_t T) {
-  const ingot_model_config *c = &m->cfg;
-  int hd = c->head_dim, nh = c->n_heads, grp = c->n_heads / c->n_kv_heads;
-  int64_t kvd = (int64_t)c->n_kv_heads * hd;
-  const float *kc = m->k_cache + (size_t)l * (size_t)c->ctx * (size_t)kvd;
-  const float *vc = m->v_cache + (size_t)l * (size_t)c->ctx * (size_t)kvd;
-  float scale = 1.0f / sqrtf((float)hd);
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t th = 0; th < T * nh; th++) {
-    int64_t t = th / nh;
-    int h = (int)(th % nh), kh = h / grp;
-    int64_t npos = p0 + t + 1;
-    const float *q = m->q + (size_t)t * (size_t)nh * hd + (size_t)h * hd;
-    float *att = m->att + (size_t)th * (size_t)c->ctx;
-    float mx = -INFINITY;
-    for (int64_t s = 0; s < npos; s++) {
-      att[s] = dot_f32(q, kc + (size_t)s * kvd + (size_t)kh * hd, hd) * scale;
-      if (att[s] > mx) mx = att[s];
-    }
-    float sum = 0;
-    for (int64_t s = 0; s < npos; s++) sum += att[s] = expf(att[s] - mx);
-    float *out = m->xb + (size_t)t * (size_t)nh * hd + (size_t)h * hd;
-    for (int i = 0; i < hd; i++) out[i] = 0;
-    for (int64_t s = 0; s < npos; s++) {
-      axpy_f32(out, att[s] / sum, vc + (size_t)s * kvd + (size_t)kh * hd, hd);
-    }
-  }
-}
-
 /* One chunk of T <= CHUNK tokens at positions n_past..; the residual stream
  * of token t ends in m->x[t]. */
 static ingot_status forward_chunk(ingot_model *m, const int32_t *tok, int64_t T) {
@@ -630,8 +574,8 @@ static ingot_status forward_chunk(ingot_model *m, const int32_t *tok, int64_t T)
   int64_t qd = nh * hd, kvd = nkv * hd, p0 = m->n_past;
   ingot_status st;
   for (int64_t t = 0; t < T; t++) {
-    st = ingot_ggml_dequantize(m->embd.type, (const char *)m->embd.data +
-                                                 (size_t)tok[t] * m->embd.row_bytes,
+    st = ingot_ggml_dequantize(m->embd.type,
+                               (const char *)m->embd.data + (size_t)tok[t] * m->embd.row_bytes,
                                m->x + t * dim, dim);
     if (st) return st;
     float *cs = m->rope_cs + t * hd;
@@ -665,7 +609,7 @@ static ingot_status forward_chunk(ingot_model *m, const int32_t *tok, int64_t T)
     }
     memcpy(kc, m->k, (size_t)(T * kvd) * sizeof(float));
     memcpy(vc, m->v, (size_t)(T * kvd) * sizeof(float));
-    attention(m, l, p0, T);
+    model_attention(m, l, p0, T);
     if ((st = linear(m, &L->wo, m->xb, T, m->xb2))) return st;
     for (int64_t i = 0; i < T * dim; i++) m->x[i] += m->xb2[i];
 

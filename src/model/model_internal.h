@@ -43,7 +43,7 @@ struct ingot_model {
   layer *layers;
   qweight embd, lm_head;
   const float *out_norm;
-  double *inv_freq; /* [head_dim/2] RoPE frequencies, scaling applied */
+  double *inv_freq;         /* [head_dim/2] RoPE frequencies, scaling applied */
   float *k_cache, *v_cache; /* [layers, ctx, kv_heads, head_dim] */
   int64_t n_past;
   /* scratch for one chunk of tokens */
@@ -52,7 +52,7 @@ struct ingot_model {
   struct hf_state *hf;       /* HF directory models (model_hf.c): checkpoint + owned buffers */
   struct moe_scratch *moe_s; /* expert block buffers (moe_block.c), NULL for dense models */
   moe_weights *moe_w;        /* GGUF expert blocks: n_layers of them, then their expert qweights */
-  struct dev_model *devm;     /* the tensor forward (forward_dev.c); NULL on the raw CPU path */
+  struct dev_model *devm;    /* the tensor forward (forward_dev.c); NULL on the raw CPU path */
 };
 
 /* An HF directory (config.json, safetensors, tokenizer.json) into m: config,
@@ -68,6 +68,13 @@ typedef bool (*model_span_fn)(const void *src, int64_t i, const void **data, siz
 /* Touch every page of the n mapped tensors now (reporting progress) rather
  * than during the first prompt. */
 void model_prefault(int64_t n, model_span_fn span, const void *src, const ingot_model_options *o);
+
+/* Causal attention of the T queries in m->q (positions p0..p0+T-1) over
+ * layer l's KV cache, into m->xb [T, n_heads * head_dim] (attn_cpu.c). */
+void model_attention(ingot_model *m, int l, int64_t p0, int64_t T);
+/* Floats of m->att that model_attention needs for chunks of up to `chunk`
+ * tokens at context c->ctx; 0 when the size overflows. */
+size_t model_attention_scratch(const ingot_model_config *c, int64_t chunk);
 
 /* The SwiGLU MLP y[n, dim] = down(silu(gate x) * up x) of x[n, dim] with the
  * model's matvec; h1, h2 hold n x gate->rows floats (llama.c). */
