@@ -17,14 +17,13 @@
 /* Scratch floats per work item: the group's scores, then per head its
  * max, sum and unnormalised output. */
 static size_t item_floats(const ingot_model_config *c) {
-  const size_t grp = (size_t)(c->n_heads / c->n_kv_heads);
-  return grp * (ATT_BLK + 2 + (size_t)c->head_dim);
+  return (size_t)c->n_heads * (ATT_BLK + 2 + (size_t)c->head_dim);
 }
 
 size_t model_attention_scratch(const ingot_model_config *c, int64_t chunk) {
   const size_t nblk = ((size_t)c->ctx + ATT_BLK - 1) / ATT_BLK, per = item_floats(c);
   size_t n;
-  if (__builtin_mul_overflow((size_t)chunk * (size_t)c->n_kv_heads, nblk, &n) ||
+  if (__builtin_mul_overflow((size_t)chunk, nblk, &n) ||
       __builtin_mul_overflow(n, per * sizeof(float), &(size_t){0}))
     return 0;
   return n * per;
@@ -70,30 +69,103 @@ static inline __attribute__((always_inline)) void axpy(float *y, float a, const 
   for (; i < n; i++) y[i] += a * x[i];
 }
 
-/* One item: positions [s0, s1) of KV head kh for the grp query heads in q
- * (hd apart). out holds scores[grp][ATT_BLK], then per head {max, sum, o[hd]}. */
+/* The 16 lane sums of r[0..15] as one vector (lane p = sum of r[p]): a
+ * transposing add tree, 15 adds for 16 dot products instead of 15 each. */
+static inline __attribute__((always_inline)) v16f hsum16x16(v16f *r) {
+  for (int p = 0; p < 8; p++)
+    r[p] = __builtin_shufflevector(r[2 * p], r[2 * p + 1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19,
+                                   20, 21, 22, 23) +
+           __builtin_shufflevector(r[2 * p], r[2 * p + 1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26,
+                                   27, 28, 29, 30, 31);
+  for (int p = 0; p < 4; p++)
+    r[p] = __builtin_shufflevector(r[2 * p], r[2 * p + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19,
+                                   24, 25, 26, 27) +
+           __builtin_shufflevector(r[2 * p], r[2 * p + 1], 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22,
+                                   23, 28, 29, 30, 31);
+  for (int p = 0; p < 2; p++)
+    r[p] = __builtin_shufflevector(r[2 * p], r[2 * p + 1], 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21,
+                                   24, 25, 28, 29) +
+           __builtin_shufflevector(r[2 * p], r[2 * p + 1], 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22,
+                                   23, 26, 27, 30, 31);
+  return __builtin_shufflevector(r[0], r[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28,
+                                 30) +
+         __builtin_shufflevector(r[0], r[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29,
+                                 31);
+}
+
+/* exp(x) for x <= 0 (scores minus their max), Cephes' expf polynomial
+ * (about 1 ulp); x below -87 (and NaN) gives exp(-87), ~1.6e-38: nothing
+ * next to the max's 1. */
+static inline __attribute__((always_inline)) v16f vexp(v16f x) {
+  typedef int32_t v16i __attribute__((vector_size(64)));
+  const v16i keep = x > -87.0f; /* all ones where x > -87 (false for NaN) */
+  x = (v16f)((keep & (v16i)x) | (~keep & (v16i)((v16f){0} - 87.0f)));
+  const v16i n = __builtin_convertvector(x * 1.44269504088896341f - 0.5f, v16i);
+  const v16f nf = __builtin_convertvector(n, v16f);
+  const v16f r = x - nf * 0.693359375f + nf * 2.12194440e-4f;
+  v16f p = 1.9875691500e-4f * r + 1.3981999507e-3f;
+  p = p * r + 8.3333452e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  return p * (v16f)((n + 127) << 23);
+}
+
+/* One item: positions [s0, s1) (s1 - s0 <= ATT_BLK) of every head of one
+ * token; q [n_heads * hd]; out holds scores[nh][ATT_BLK], then per head
+ * {max, sum, o[hd]} with o unnormalised. */
 #if defined(__x86_64__) && defined(__GNUC__)
 ATT_CLONES
 #endif
-static void att_block(const float *q, const float *kc, const float *vc, int64_t kvd, int hd,
+static void att_block(const float *q, const float *kc, const float *vc, int64_t kvd, int hd, int nh,
                       int grp, int64_t s0, int64_t s1, float scale, float *out) {
-  float *sc = out, *part = out + (size_t)grp * ATT_BLK;
-  const int n = (int)(s1 - s0);
-  for (int i = 0; i < n; i++) {
-    const float *k = kc + (size_t)(s0 + i) * (size_t)kvd;
-    for (int g = 0; g < grp; g++) sc[g * ATT_BLK + i] = dot(q + (size_t)g * hd, k, hd) * scale;
-  }
-  for (int g = 0; g < grp; g++) {
-    float *s = sc + g * ATT_BLK, *p = part + (size_t)g * (hd + 2), mx = -INFINITY, sum = 0;
+  float *sc = out, *part = out + (size_t)nh * ATT_BLK;
+  const int n = (int)(s1 - s0), hv = hd - hd % VL;
+  for (int h = 0; h < nh; h++) {
+    const float *qh = q + (size_t)h * hd;
+    const size_t ko = (size_t)(h / grp) * hd;
+    float *s = sc + (size_t)h * ATT_BLK;
+    for (int i0 = 0; i0 < n; i0 += VL) {
+      v16f r[VL];
+      for (int p = 0; p < VL; p++) {
+        r[p] = (v16f){0};
+        if (i0 + p >= n) continue;
+        const float *k = kc + (size_t)(s0 + i0 + p) * (size_t)kvd + ko;
+        for (int c = 0; c < hv; c += VL) r[p] += ld(qh + c) * ld(k + c);
+      }
+      v16f d = hsum16x16(r);
+      float dv[VL];
+      memcpy(dv, &d, sizeof dv);
+      for (int p = 0; p < VL && i0 + p < n; p++) {
+        const float *k = kc + (size_t)(s0 + i0 + p) * (size_t)kvd + ko;
+        for (int c = hv; c < hd; c++) dv[p] += qh[c] * k[c];
+        s[i0 + p] = dv[p] * scale;
+      }
+    }
+    float *pp = part + (size_t)h * (hd + 2), mx = -INFINITY, sum = 0;
     for (int i = 0; i < n; i++) mx = s[i] > mx ? s[i] : mx;
-    for (int i = 0; i < n; i++) sum += s[i] = expf(s[i] - mx);
-    p[0] = mx;
-    p[1] = sum;
-    memset(p + 2, 0, (size_t)hd * sizeof(float));
-  }
-  for (int i = 0; i < n; i++) {
-    const float *v = vc + (size_t)(s0 + i) * (size_t)kvd;
-    for (int g = 0; g < grp; g++) axpy(part + (size_t)g * (hd + 2) + 2, sc[g * ATT_BLK + i], v, hd);
+    int i = 0;
+    for (; i + VL <= n; i += VL) {
+      const v16f e = vexp(ld(s + i) - mx);
+      memcpy(s + i, &e, sizeof e);
+    }
+    for (; i < n; i++) s[i] = expf(s[i] - mx);
+    for (i = 0; i < n; i++) sum += s[i];
+    pp[0] = mx;
+    pp[1] = sum;
+    /* o = sum_i p_i v_i, 16 columns at a time in a register */
+    const float *v0 = vc + (size_t)s0 * (size_t)kvd + ko;
+    for (int c = 0; c < hv; c += VL) {
+      v16f acc = {0};
+      for (i = 0; i < n; i++) acc += s[i] * ld(v0 + (size_t)i * (size_t)kvd + c);
+      memcpy(pp + 2 + c, &acc, sizeof acc);
+    }
+    for (int c = hv; c < hd; c++) {
+      float a = 0;
+      for (i = 0; i < n; i++) a += s[i] * v0[(size_t)i * (size_t)kvd + c];
+      pp[2 + c] = a;
+    }
   }
 }
 
@@ -105,26 +177,24 @@ void model_attention(ingot_model *m, int l, int64_t p0, int64_t T) {
   const float *kc = m->k_cache + (size_t)l * (size_t)c->ctx * (size_t)kvd;
   const float *vc = m->v_cache + (size_t)l * (size_t)c->ctx * (size_t)kvd;
   const float scale = 1.0f / sqrtf((float)hd);
-  const int64_t items = T * nkv * nblk;
+  const int64_t items = T * nblk;
 #pragma omp parallel if (items > 1)
   {
-    /* item = (t * nkv + kh) * nblk + b; blocks past token t's causal end are skipped */
+    /* item = t * nblk + b; blocks past token t's causal end are skipped */
 #pragma omp for schedule(dynamic, 1)
     for (int64_t it = 0; it < items; it++) {
-      const int64_t b = it % nblk, t = it / nblk / nkv, npos = p0 + t + 1;
-      const int kh = (int)(it / nblk % nkv);
+      const int64_t b = it % nblk, t = it / nblk, npos = p0 + t + 1;
       if (b * ATT_BLK >= npos) continue;
       const int64_t s1 = (b + 1) * ATT_BLK < npos ? (b + 1) * ATT_BLK : npos;
-      att_block(m->q + (size_t)t * (size_t)nh * hd + (size_t)kh * grp * hd, kc + (size_t)kh * hd,
-                vc + (size_t)kh * hd, kvd, hd, grp, b * ATT_BLK, s1, scale,
-                m->att + (size_t)it * per);
+      att_block(m->q + (size_t)t * (size_t)nh * hd, kc, vc, kvd, hd, nh, grp, b * ATT_BLK, s1,
+                scale, m->att + (size_t)it * per);
     }
 #pragma omp for schedule(static)
     for (int64_t th = 0; th < T * nh; th++) {
       const int64_t t = th / nh, nb = (p0 + t + ATT_BLK) / ATT_BLK; /* blocks of token t */
-      const int h = (int)(th % nh), kh = h / grp, g = h % grp;
-      const float *p0b = m->att + (size_t)((t * nkv + kh) * nblk) * per + (size_t)grp * ATT_BLK +
-                         (size_t)g * (hd + 2);
+      const int h = (int)(th % nh);
+      const float *p0b =
+          m->att + (size_t)(t * nblk) * per + (size_t)nh * ATT_BLK + (size_t)h * (hd + 2);
       float mx = -INFINITY, sum = 0;
       for (int64_t b = 0; b < nb; b++) mx = fmaxf(mx, p0b[(size_t)b * per]);
       float *out = m->xb + (size_t)th * hd;
