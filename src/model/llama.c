@@ -17,6 +17,7 @@
 #include "ingot/tokenizer.h"
 #include "forward_dev.h"
 #include "model_internal.h"
+#include "quant_q8.h"
 
 #define CHUNK 64
 #define DEFAULT_CTX 2048
@@ -553,11 +554,32 @@ static ingot_status linear(const ingot_model *m, const qweight *w, const float *
   return ingot_ggml_matvec_q8(w->type, w->data, w->rows, w->cols, x, n, y);
 }
 
+/* y[i] = W[i] x for matrices that read the same x: with int8 activations
+ * and one quantised type, x is quantised once and all rows share one
+ * parallel region (q8_matvec_many); otherwise one linear each. */
+static ingot_status linear_many(const ingot_model *m, int n, const qweight *const *w,
+                                const float *x, int64_t nx, float *const *y) {
+  bool same = !m->exact_matvec && n <= Q8_MANY_MAX && w[0]->cols > 0 && w[0]->cols % 32 == 0 &&
+              (w[0]->type == INGOT_GGML_Q4_0 || w[0]->type == INGOT_GGML_Q4_1 ||
+               w[0]->type == INGOT_GGML_Q8_0);
+  const void *wd[Q8_MANY_MAX];
+  int64_t rows[Q8_MANY_MAX];
+  for (int i = 0; same && i < n; i++) {
+    same = w[i]->type == w[0]->type && w[i]->cols == w[0]->cols;
+    wd[i] = w[i]->data;
+    rows[i] = w[i]->rows;
+  }
+  if (same) return q8_matvec_many(n, w[0]->type, wd, rows, w[0]->cols, x, nx, y);
+  ingot_status st = INGOT_OK;
+  for (int i = 0; i < n && !st; i++) st = linear(m, w[i], x, nx, y[i]);
+  return st;
+}
+
 ingot_status model_mlp(const ingot_model *m, const qweight *gate, const qweight *up,
                        const qweight *down, const float *x, int64_t n, float *h1, float *h2,
                        float *y) {
   ingot_status st;
-  if ((st = linear(m, gate, x, n, h1)) || (st = linear(m, up, x, n, h2))) return st;
+  if ((st = linear_many(m, 2, (const qweight *[]){gate, up}, x, n, (float *[]){h1, h2}))) return st;
   int64_t nf = n * gate->rows;
   for (int64_t i = 0; i < nf; i++) {
     float g = h1[i];
@@ -589,8 +611,8 @@ static ingot_status forward_chunk(ingot_model *m, const int32_t *tok, int64_t T)
     const layer *L = &m->layers[l];
     for (int64_t t = 0; t < T; t++)
       rmsnorm(m->xb + t * dim, m->x + t * dim, L->attn_norm, dim, c->rms_eps);
-    if ((st = linear(m, &L->wq, m->xb, T, m->q)) || (st = linear(m, &L->wk, m->xb, T, m->k)) ||
-        (st = linear(m, &L->wv, m->xb, T, m->v)))
+    if ((st = linear_many(m, 3, (const qweight *[]){&L->wq, &L->wk, &L->wv}, m->xb, T,
+                          (float *[]){m->q, m->k, m->v})))
       return st;
     float *kc = m->k_cache + ((size_t)l * (size_t)c->ctx + (size_t)p0) * (size_t)kvd;
     float *vc = m->v_cache + ((size_t)l * (size_t)c->ctx + (size_t)p0) * (size_t)kvd;

@@ -11,6 +11,7 @@
 #include "../core/fpconv.h"
 #include "ingot/backend.h"
 #include "ingot/quant.h"
+#include "quant_q8.h"
 
 #define QK 32
 
@@ -375,6 +376,11 @@ ingot_status ingot_ggml_matvec_q8(int type, const void *w, int64_t rows, int64_t
       for (int64_t i = 0; i < rows * nx; i++) y[i] = 0;
     return INGOT_OK;
   }
+  return q8_matvec_many(1, type, &w, &rows, cols, x, nx, &y);
+}
+
+ingot_status q8_matvec_many(int n, int type, const void *const *w, const int64_t *rows,
+                            int64_t cols, const float *x, int64_t nx, float *const *y) {
   const int64_t nb = cols / QK;
   /* floats first: the int8 part's length is only a multiple of 32 */
   float *buf = malloc((size_t)(2 * nx * nb) * sizeof(float) + (size_t)(nx * cols));
@@ -383,23 +389,11 @@ ingot_status ingot_ggml_matvec_q8(int type, const void *w, int64_t rows, int64_t
   int8_t *xq = (int8_t *)(void *)(buf + 2 * nx * nb);
   for (int64_t j = 0; j < nx; j++)
     quantize_q8_1(x + j * cols, nb, xq + j * cols, xd + j * nb, xs + j * nb);
-  q8_job jb = {type,
-               w,
-               ingot_ggml_row_size(type, cols),
-               ingot_ggml_type_size(type),
-               rows,
-               cols,
-               nb,
-               nx,
-               xq,
-               xd,
-               xs,
-               y,
-               NULL,
-               NULL,
-               NULL};
+  q8_job jb[Q8_MANY_MAX];
   const q8_kernel k = pick_q8();
   float *pbuf = NULL;
+  int8_t *xqp = NULL;
+  float *xdl = NULL, *xsl = NULL;
 #ifdef INGOT_Q8_X86
   if (k == rows_vnni && nb >= 2) {
     const int64_t np = nb / 2;
@@ -408,18 +402,44 @@ ingot_status ingot_ggml_matvec_q8(int type, const void *w, int64_t rows, int64_t
       free(buf);
       return ingot_set_error(INGOT_ERR_OOM, "ggml_matvec_q8: out of memory");
     }
-    float *xdl = pbuf, *xsl = pbuf + nx * np * 16;
-    int8_t *xqp = (int8_t *)(void *)(pbuf + 2 * nx * np * 16);
-    vn_prepare(&jb, xqp, xdl, xsl);
-    jb.xqp = xqp, jb.xdl = xdl, jb.xsl = xsl;
+    xdl = pbuf, xsl = pbuf + nx * np * 16;
+    xqp = (int8_t *)(void *)(pbuf + 2 * nx * np * 16);
+    vn_prepare(&(q8_job){.type = type, .cols = cols, .nb = nb, .nx = nx, .q = xq, .d = xd, .s = xs},
+               xqp, xdl, xsl);
   }
 #endif
-  const int64_t rb = 16, nch = (rows + rb - 1) / rb;
-  const int par = nch > 1 && (double)rows * (double)cols * (double)nx >= 65536.0;
+  /* One parallel region over the chunks of rows of all n matrices: chunk c
+   * of the whole list belongs to matrix i with first[i] <= c < first[i+1]. */
+  const int64_t rb = 16;
+  int64_t first[Q8_MANY_MAX + 1] = {0};
+  double work = 0;
+  for (int i = 0; i < n; i++) {
+    jb[i] = (q8_job){type,
+                     w[i],
+                     ingot_ggml_row_size(type, cols),
+                     ingot_ggml_type_size(type),
+                     rows[i],
+                     cols,
+                     nb,
+                     nx,
+                     xq,
+                     xd,
+                     xs,
+                     y[i],
+                     xqp,
+                     xdl,
+                     xsl};
+    first[i + 1] = first[i] + (rows[i] + rb - 1) / rb;
+    work += (double)rows[i] * (double)cols * (double)nx;
+  }
+  const int64_t nch = first[n];
+  const int par = nch > 1 && work >= 65536.0;
 #pragma omp parallel for schedule(static) if (par)
   for (int64_t c = 0; c < nch; c++) {
-    const int64_t r0 = c * rb, r1 = r0 + rb < rows ? r0 + rb : rows;
-    k(&jb, r0, r1);
+    int i = 0;
+    while (c >= first[i + 1]) i++;
+    const int64_t r0 = (c - first[i]) * rb, r1 = r0 + rb < rows[i] ? r0 + rb : rows[i];
+    k(&jb[i], r0, r1);
   }
   free(pbuf);
   free(buf);
