@@ -196,12 +196,12 @@ VN_INL __m512 vn_h8(const uint8_t *const *wr, size_t o0, size_t o1) {
   return _mm512_castps256_ps512(_mm256_cvtph_ps(h));
 }
 
-#define VN_ROW4(i)                                                                             \
-  do {                                                                                         \
-    const __m512 p_ = vn_dot(T, vn_w(T, wr[i] + o0, wr[i] + o1), x);                           \
-    acc##i = _mm512_fmadd_ps(p_, _mm512_mul_ps(_mm512_permutexvar_ps(ix##i, dv), xd), acc##i); \
-    if (T == INGOT_GGML_Q4_1)                                                                  \
-      acc##i = _mm512_fmadd_ps(_mm512_permutexvar_ps(ix##i, mv), xs, acc##i);                  \
+#define VN_ROW4(i)                                                                              \
+  do {                                                                                          \
+    const __m512 p_ = vn_dot(T, vn_w(T, wr[i] + o0, wr[i] + o1), x);                            \
+    acc##i = _mm512_fmadd_ps(p_, _mm512_mul_ps(_mm512_permutexvar_ps(ixd##i, dm), xd), acc##i); \
+    if (T == INGOT_GGML_Q4_1)                                                                   \
+      acc##i = _mm512_fmadd_ps(_mm512_permutexvar_ps(ixm##i, dm), xs, acc##i);                  \
   } while (0)
 
 /* Prefill (and leftover rows): R rows at once, each pair of weight blocks
@@ -265,9 +265,21 @@ VN_INL void vn_rows(const int T, const q8_job *jb, int64_t r0, int64_t r1) {
     for (int i = 0; i < 4; i++) ixs[i][l] = vn_blk(T, l) * 4 + i;
     if (vn_blk(T, l)) m1 |= (__mmask16)(1u << l);
   }
-  if (nx == 1) { /* decode: four rows share each load of x and the scale gather */
-    const __m512i ix0 = _mm512_loadu_si512(ixs[0]), ix1 = _mm512_loadu_si512(ixs[1]),
-                  ix2 = _mm512_loadu_si512(ixs[2]), ix3 = _mm512_loadu_si512(ixs[3]);
+  /* decode: four rows share each load of x and one gather of the 8 scale
+   * dwords (d, and m for Q4_1) of their pair of blocks, converted at once:
+   * dm lane 2j is d, 2j+1 the next half, of block j / 4 of row j % 4 */
+  if (nx == 1 && 3 * jb->row_size + ts <= INT32_MAX) {
+    int32_t ixd[4][16], gi[8];
+    for (int j = 0; j < 8; j++)
+      gi[j] = (int32_t)((size_t)(j % 4) * jb->row_size + (size_t)(j / 4) * ts);
+    for (int i = 0; i < 4; i++)
+      for (int l = 0; l < 16; l++) ixd[i][l] = 2 * ixs[i][l];
+    const __m256i gix = _mm256_loadu_si256((const __m256i *)(const void *)gi);
+    const __m512i one = _mm512_set1_epi32(1);
+    const __m512i ixd0 = _mm512_loadu_si512(ixd[0]), ixd1 = _mm512_loadu_si512(ixd[1]),
+                  ixd2 = _mm512_loadu_si512(ixd[2]), ixd3 = _mm512_loadu_si512(ixd[3]);
+    const __m512i ixm0 = _mm512_add_epi32(ixd0, one), ixm1 = _mm512_add_epi32(ixd1, one),
+                  ixm2 = _mm512_add_epi32(ixd2, one), ixm3 = _mm512_add_epi32(ixd3, one);
     for (; r0 + 4 <= r1; r0 += 4) {
       const uint8_t *wr[4];
       for (int i = 0; i < 4; i++) wr[i] = jb->w + (size_t)(r0 + i) * jb->row_size;
@@ -276,12 +288,9 @@ VN_INL void vn_rows(const int T, const q8_job *jb, int64_t r0, int64_t r1) {
         const size_t o0 = (size_t)(2 * p) * ts, o1 = o0 + ts;
         const __m512i x = _mm512_loadu_si512(jb->xqp + p * 64);
         const __m512 xd = _mm512_loadu_ps(jb->xdl + p * 16);
-        const __m512 dv = vn_h8(wr, o0, o1);
-        __m512 mv = dv, xs = dv;
-        if (T == INGOT_GGML_Q4_1) {
-          mv = vn_h8(wr, o0 + 2, o1 + 2);
-          xs = _mm512_loadu_ps(jb->xsl + p * 16);
-        }
+        const __m512 dm = _mm512_cvtph_ps(
+            _mm256_i32gather_epi32((const int *)(const void *)(wr[0] + o0), gix, 1));
+        const __m512 xs = T == INGOT_GGML_Q4_1 ? _mm512_loadu_ps(jb->xsl + p * 16) : dm;
         VN_ROW4(0);
         VN_ROW4(1);
         VN_ROW4(2);
