@@ -7,9 +7,9 @@
  * thus spreads over all threads even with few KV heads, and the K/V bytes
  * (the largest read of a long decode after the weights) are read once. */
 #include <math.h>
-#include <omp.h>
 #include <string.h>
 
+#include "../core/workpool.h"
 #include "model_internal.h"
 
 #define ATT_BLK 64 /* key positions per work item */
@@ -169,43 +169,63 @@ static void att_block(const float *q, const float *kc, const float *vc, int64_t 
   }
 }
 
+/* One model_attention call as its work items see it. */
+typedef struct att_job {
+  const ingot_model *m;
+  const float *kc, *vc;
+  int64_t p0, nblk, kvd;
+  int hd, nh, grp;
+  size_t per;
+  float scale;
+} att_job;
+
+/* Item it = t * nblk + b: block b of token t (nothing past its causal end). */
+static void att_item(void *arg, int64_t it) {
+  const att_job *j = arg;
+  const int64_t b = it % j->nblk, t = it / j->nblk, npos = j->p0 + t + 1;
+  if (b * ATT_BLK >= npos) return;
+  const int64_t s1 = (b + 1) * ATT_BLK < npos ? (b + 1) * ATT_BLK : npos;
+  att_block(j->m->q + (size_t)t * (size_t)j->nh * j->hd, j->kc, j->vc, j->kvd, j->hd, j->nh, j->grp,
+            b * ATT_BLK, s1, j->scale, j->m->att + (size_t)it * j->per);
+}
+
+/* Token t's heads: its blocks rescaled by exp(max_b - max) and summed. */
+static void att_merge(void *arg, int64_t t) {
+  const att_job *j = arg;
+  const int hd = j->hd;
+  const int64_t nb = (j->p0 + t + ATT_BLK) / ATT_BLK;
+  for (int h = 0; h < j->nh; h++) {
+    const float *p0b =
+        j->m->att + (size_t)(t * j->nblk) * j->per + (size_t)j->nh * ATT_BLK + (size_t)h * (hd + 2);
+    float mx = -INFINITY, sum = 0;
+    for (int64_t b = 0; b < nb; b++) mx = fmaxf(mx, p0b[(size_t)b * j->per]);
+    float *out = j->m->xb + ((size_t)t * j->nh + (size_t)h) * hd;
+    memset(out, 0, (size_t)hd * sizeof(float));
+    for (int64_t b = 0; b < nb; b++) {
+      const float *p = p0b + (size_t)b * j->per, w = expf(p[0] - mx);
+      sum += w * p[1];
+      axpy(out, w, p + 2, hd);
+    }
+    const float inv = 1.0f / sum;
+    for (int i = 0; i < hd; i++) out[i] *= inv;
+  }
+}
+
 void model_attention(ingot_model *m, int l, int64_t p0, int64_t T) {
   const ingot_model_config *c = &m->cfg;
-  const int hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads, grp = nh / nkv;
-  const int64_t kvd = (int64_t)nkv * hd, nblk = (p0 + T + ATT_BLK - 1) / ATT_BLK;
-  const size_t per = item_floats(c);
-  const float *kc = m->k_cache + (size_t)l * (size_t)c->ctx * (size_t)kvd;
-  const float *vc = m->v_cache + (size_t)l * (size_t)c->ctx * (size_t)kvd;
-  const float scale = 1.0f / sqrtf((float)hd);
-  const int64_t items = T * nblk;
-#pragma omp parallel if (items > 1)
-  {
-    /* item = t * nblk + b; blocks past token t's causal end are skipped */
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t it = 0; it < items; it++) {
-      const int64_t b = it % nblk, t = it / nblk, npos = p0 + t + 1;
-      if (b * ATT_BLK >= npos) continue;
-      const int64_t s1 = (b + 1) * ATT_BLK < npos ? (b + 1) * ATT_BLK : npos;
-      att_block(m->q + (size_t)t * (size_t)nh * hd, kc, vc, kvd, hd, nh, grp, b * ATT_BLK, s1,
-                scale, m->att + (size_t)it * per);
-    }
-#pragma omp for schedule(static)
-    for (int64_t th = 0; th < T * nh; th++) {
-      const int64_t t = th / nh, nb = (p0 + t + ATT_BLK) / ATT_BLK; /* blocks of token t */
-      const int h = (int)(th % nh);
-      const float *p0b =
-          m->att + (size_t)(t * nblk) * per + (size_t)nh * ATT_BLK + (size_t)h * (hd + 2);
-      float mx = -INFINITY, sum = 0;
-      for (int64_t b = 0; b < nb; b++) mx = fmaxf(mx, p0b[(size_t)b * per]);
-      float *out = m->xb + (size_t)th * hd;
-      memset(out, 0, (size_t)hd * sizeof(float));
-      for (int64_t b = 0; b < nb; b++) {
-        const float *p = p0b + (size_t)b * per, w = expf(p[0] - mx);
-        sum += w * p[1];
-        axpy(out, w, p + 2, hd);
-      }
-      const float inv = 1.0f / sum;
-      for (int i = 0; i < hd; i++) out[i] *= inv;
-    }
-  }
+  const int hd = c->head_dim;
+  const int64_t kvd = (int64_t)c->n_kv_heads * hd;
+  att_job j = {.m = m,
+               .kc = m->k_cache + (size_t)l * (size_t)c->ctx * (size_t)kvd,
+               .vc = m->v_cache + (size_t)l * (size_t)c->ctx * (size_t)kvd,
+               .p0 = p0,
+               .nblk = (p0 + T + ATT_BLK - 1) / ATT_BLK,
+               .kvd = kvd,
+               .hd = hd,
+               .nh = c->n_heads,
+               .grp = c->n_heads / c->n_kv_heads,
+               .per = item_floats(c),
+               .scale = 1.0f / sqrtf((float)hd)};
+  workpool_for(T * j.nblk, att_item, &j);
+  workpool_for(T, att_merge, &j);
 }

@@ -11,6 +11,7 @@
 #include "../core/fpconv.h"
 #include "ingot/backend.h"
 #include "ingot/quant.h"
+#include "../core/workpool.h"
 #include "quant_q8.h"
 
 #define QK 32
@@ -388,6 +389,22 @@ ingot_status ingot_ggml_matvec_q8(int type, const void *w, int64_t rows, int64_t
   return q8_matvec_many(1, type, &w, &rows, cols, x, nx, &y);
 }
 
+/* Chunk c of the rows of a q8_matvec_many call (a workpool item). */
+typedef struct many_job {
+  q8_kernel k;
+  const q8_job *jb;
+  const int64_t *first;
+} many_job;
+
+static void many_chunk(void *arg, int64_t c) {
+  const many_job *mj = arg;
+  int i = 0;
+  while (c >= mj->first[i + 1]) i++;
+  const int64_t rb = 16, r0 = (c - mj->first[i]) * rb,
+                r1 = r0 + rb < mj->jb[i].rows ? r0 + rb : mj->jb[i].rows;
+  mj->k(&mj->jb[i], r0, r1);
+}
+
 ingot_status q8_matvec_many(int n, int type, const void *const *w, const int64_t *rows,
                             int64_t cols, const float *x, int64_t nx, float *const *y) {
   const int64_t nb = cols / QK;
@@ -442,14 +459,11 @@ ingot_status q8_matvec_many(int n, int type, const void *const *w, const int64_t
     work += (double)rows[i] * (double)cols * (double)nx;
   }
   const int64_t nch = first[n];
-  const int par = nch > 1 && work >= 65536.0;
-#pragma omp parallel for schedule(static) if (par)
-  for (int64_t c = 0; c < nch; c++) {
-    int i = 0;
-    while (c >= first[i + 1]) i++;
-    const int64_t r0 = (c - first[i]) * rb, r1 = r0 + rb < rows[i] ? r0 + rb : rows[i];
-    k(&jb[i], r0, r1);
-  }
+  many_job mj = {k, jb, first};
+  if (nch > 1 && work >= 65536.0)
+    workpool_for(nch, many_chunk, &mj);
+  else
+    for (int64_t c = 0; c < nch; c++) many_chunk(&mj, c);
   free(pbuf);
   free(buf);
   return INGOT_OK;
