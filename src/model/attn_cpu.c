@@ -12,7 +12,7 @@
 #include "../core/workpool.h"
 #include "model_internal.h"
 
-#define ATT_BLK 64 /* key positions per work item */
+#define ATT_BLK 32 /* key positions per work item */
 
 /* Scratch floats per work item: the group's scores, then per head its
  * max, sum and unnormalised output. */
