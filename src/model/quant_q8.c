@@ -394,13 +394,14 @@ typedef struct many_job {
   q8_kernel k;
   const q8_job *jb;
   const int64_t *first;
+  int64_t rb; /* rows per chunk, a multiple of 16 */
 } many_job;
 
 static void many_chunk(void *arg, int64_t c) {
   const many_job *mj = arg;
   int i = 0;
   while (c >= mj->first[i + 1]) i++;
-  const int64_t rb = 16, r0 = (c - mj->first[i]) * rb,
+  const int64_t rb = mj->rb, r0 = (c - mj->first[i]) * rb,
                 r1 = r0 + rb < mj->jb[i].rows ? r0 + rb : mj->jb[i].rows;
   mj->k(&mj->jb[i], r0, r1);
 }
@@ -434,9 +435,13 @@ ingot_status q8_matvec_many(int n, int type, const void *const *w, const int64_t
                xqp, xdl, xsl);
   }
 #endif
-  /* One parallel region over the chunks of rows of all n matrices: chunk c
-   * of the whole list belongs to matrix i with first[i] <= c < first[i+1]. */
-  const int64_t rb = 16;
+  /* One pool job over the chunks of rows of all n matrices: chunk c of the
+   * whole list belongs to matrix i with first[i] <= c < first[i+1]. Chunks
+   * of 16 rows, grown to keep about 32 of them a job: each is one claim on
+   * the pool's shared counter (a cache line the threads pass around). */
+  int64_t rb = 0;
+  for (int i = 0; i < n; i++) rb += (rows[i] + 15) / 16;
+  rb = 16 * (rb / 32 > 1 ? rb / 32 : 1);
   int64_t first[Q8_MANY_MAX + 1] = {0};
   double work = 0;
   for (int i = 0; i < n; i++) {
@@ -459,7 +464,7 @@ ingot_status q8_matvec_many(int n, int type, const void *const *w, const int64_t
     work += (double)rows[i] * (double)cols * (double)nx;
   }
   const int64_t nch = first[n];
-  many_job mj = {k, jb, first};
+  many_job mj = {k, jb, first, rb};
   if (nch > 1 && work >= 65536.0)
     workpool_for(nch, many_chunk, &mj);
   else

@@ -152,7 +152,7 @@ def test_logits_match_numpy(model, ref):
 
 
 def test_long_context_logits_match_numpy(model, ref):
-    """Attention over several 64-position key blocks (attn_cpu.c merges them)
+    """Attention over several key blocks (attn_cpu.c merges them)
     and two prompt chunks, then single-token steps past the blocks' edges."""
     ids = tokenize(model, (PROMPT + " Paris. The capital of Italy is Rome. ") * 12)
     ids = ids[:150]
