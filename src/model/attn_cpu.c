@@ -1,11 +1,10 @@
 /* Causal grouped-query attention over the model's float KV cache (the CPU
  * path of llama.c), split by key blocks as flash-decoding does it: a work item
- * is (token, KV head, block of ATT_BLK positions); it reads each K and V row
- * once for the query heads of its group and leaves, per head, its block's
- * max score, sum of exponentials and unnormalised output. A merge per (token,
- * head) then rescales the blocks by exp(max_b - max). One token's decode
- * thus spreads over all threads even with few KV heads, and the K/V bytes
- * (the largest read of a long decode after the weights) are read once. */
+ * (a workpool item) is (token, block of ATT_BLK positions); it reads each K
+ * and V row of the block once for all heads and leaves, per head, the block's
+ * max score, sum of exponentials and unnormalised output. A merge per token
+ * then rescales the blocks by exp(max_b - max). One token's decode thus
+ * spreads over all threads even with few KV heads. */
 #include <math.h>
 #include <string.h>
 

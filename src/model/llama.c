@@ -555,8 +555,8 @@ static ingot_status linear(const ingot_model *m, const qweight *w, const float *
 }
 
 /* y[i] = W[i] x for matrices that read the same x: with int8 activations
- * and one quantised type, x is quantised once and all rows share one
- * parallel region (q8_matvec_many); otherwise one linear each. */
+ * and one quantised type, x is quantised once and all rows form one pool
+ * job (q8_matvec_many); otherwise one linear each. */
 static ingot_status linear_many(const ingot_model *m, int n, const qweight *const *w,
                                 const float *x, int64_t nx, float *const *y) {
   bool same = !m->exact_matvec && n <= Q8_MANY_MAX && w[0]->cols > 0 && w[0]->cols % 32 == 0 &&
