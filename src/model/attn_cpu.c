@@ -41,23 +41,6 @@ static inline __attribute__((always_inline)) v16f ld(const float *p) {
   return v;
 }
 
-static inline __attribute__((always_inline)) float hsum(v16f v) {
-  float s[VL];
-  memcpy(s, &v, sizeof s);
-  for (int w = VL / 2; w > 0; w /= 2)
-    for (int k = 0; k < w; k++) s[k] += s[k + w];
-  return s[0];
-}
-
-static inline __attribute__((always_inline)) float dot(const float *a, const float *b, int n) {
-  v16f acc = {0};
-  int i = 0;
-  for (; i + VL <= n; i += VL) acc += ld(a + i) * ld(b + i);
-  float s = hsum(acc);
-  for (; i < n; i++) s += a[i] * b[i];
-  return s;
-}
-
 /* y += a * x over n floats. */
 static inline __attribute__((always_inline)) void axpy(float *y, float a, const float *x, int n) {
   int i = 0;
@@ -114,7 +97,8 @@ static inline __attribute__((always_inline)) v16f vexp(v16f x) {
 /* One item: positions [s0, s1) (s1 - s0 <= ATT_BLK) of every head of one
  * token; q [n_heads * hd]; out holds scores[nh][ATT_BLK], then per head
  * {max, sum, o[hd]} with o unnormalised. */
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(__x86_64__) && defined(__GNUC__) && \
+    !defined(__clang__) /* clang: 64-byte vector args in AVX2 code */
 ATT_CLONES
 #endif
 static void att_block(const float *q, const float *kc, const float *vc, int64_t kvd, int hd, int nh,
