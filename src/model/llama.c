@@ -17,6 +17,7 @@
 #include "ingot/tokenizer.h"
 #include "forward_dev.h"
 #include "model_internal.h"
+#include "quant_q8.h"
 
 #define CHUNK 64
 #define DEFAULT_CTX 2048
@@ -353,7 +354,7 @@ static bool alloc_buffers(ingot_model *m) {
   /* The context comes from the file and the caller: sizes must not wrap. */
   if (c->ctx <= 0 || __builtin_mul_overflow((size_t)c->n_layers * kvd, (size_t)c->ctx, &cache) ||
       __builtin_mul_overflow(cache, 2 * sizeof(float), &(size_t){0}) ||
-      __builtin_mul_overflow((size_t)CHUNK * c->n_heads, (size_t)c->ctx * sizeof(float), &att)) {
+      !(att = model_attention_scratch(c, CHUNK))) {
     ingot_fail(INGOT_ERR_ARG, "model: a context of %lld positions is too large", (long long)c->ctx);
     return false;
   }
@@ -367,7 +368,7 @@ static bool alloc_buffers(ingot_model *m) {
   m->v = malloc(CHUNK * kvd * sizeof(float));
   m->hb = malloc(CHUNK * (size_t)model_ffn_max(c) * sizeof(float));
   m->hb2 = malloc(CHUNK * (size_t)model_ffn_max(c) * sizeof(float));
-  m->att = malloc(att);
+  m->att = malloc(att * sizeof(float));
   m->rope_cs = malloc(CHUNK * (size_t)c->head_dim * sizeof(float));
   if (!m->k_cache || !m->v_cache || !m->x || !m->xb || !m->xb2 || !m->q || !m->k || !m->v ||
       !m->hb || !m->hb2 || !m->att || !m->rope_cs) {
@@ -554,69 +555,38 @@ static ingot_status linear(const ingot_model *m, const qweight *w, const float *
   return ingot_ggml_matvec_q8(w->type, w->data, w->rows, w->cols, x, n, y);
 }
 
+/* y[i] = W[i] x for matrices that read the same x: with int8 activations
+ * and one quantised type, x is quantised once and all rows form one pool
+ * job (q8_matvec_many); otherwise one linear each. */
+static ingot_status linear_many(const ingot_model *m, int n, const qweight *const *w,
+                                const float *x, int64_t nx, float *const *y) {
+  bool same = !m->exact_matvec && n <= Q8_MANY_MAX && w[0]->cols > 0 && w[0]->cols % 32 == 0 &&
+              (w[0]->type == INGOT_GGML_Q4_0 || w[0]->type == INGOT_GGML_Q4_1 ||
+               w[0]->type == INGOT_GGML_Q8_0);
+  const void *wd[Q8_MANY_MAX];
+  int64_t rows[Q8_MANY_MAX];
+  for (int i = 0; same && i < n; i++) {
+    same = w[i]->type == w[0]->type && w[i]->cols == w[0]->cols;
+    wd[i] = w[i]->data;
+    rows[i] = w[i]->rows;
+  }
+  if (same) return q8_matvec_many(n, w[0]->type, wd, rows, w[0]->cols, x, nx, y);
+  ingot_status st = INGOT_OK;
+  for (int i = 0; i < n && !st; i++) st = linear(m, w[i], x, nx, y[i]);
+  return st;
+}
+
 ingot_status model_mlp(const ingot_model *m, const qweight *gate, const qweight *up,
                        const qweight *down, const float *x, int64_t n, float *h1, float *h2,
                        float *y) {
   ingot_status st;
-  if ((st = linear(m, gate, x, n, h1)) || (st = linear(m, up, x, n, h2))) return st;
+  if ((st = linear_many(m, 2, (const qweight *[]){gate, up}, x, n, (float *[]){h1, h2}))) return st;
   int64_t nf = n * gate->rows;
   for (int64_t i = 0; i < nf; i++) {
     float g = h1[i];
     h1[i] = g / (1.0f + expf(-g)) * h2[i];
   }
   return linear(m, down, h1, n, y);
-}
-
-/* a . b with 16 independent partial sums: a plain `d += a[i] * b[i]` is one
- * serial chain of dependent adds (no reassociation without -ffast-math),
- * which made attention the hot spot of decode at a few hundred positions. */
-static float dot_f32(const float *a, const float *b, int n) {
-  float acc[16] = {0};
-  int i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int k = 0; k < 16; k++) acc[k] += a[i + k] * b[i + k];
-  for (int k = 0; i < n; i++, k++) acc[k] += a[i] * b[i];
-  for (int w = 8; w > 0; w /= 2)
-    for (int k = 0; k < w; k++) acc[k] += acc[k + w];
-  return acc[0];
-}
-
-/* y += a * x, in fixed blocks of 16 with restrict so -O2 vectorises it. */
-static void axpy_f32(float *restrict y, float a, const float *restrict x, int n) {
-  int i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int k = 0; k < 16; k++) y[i + k] += a * x[i + k];
-  for (; i < n; i++) y[i] += a * x[i];
-}
-
-/* Causal attention for tokens t < T at positions p0 + t, every head. */
-static void attention(ingot_model *m, int l, int64_t p0, int64_t T) {
-  const ingot_model_config *c = &m->cfg;
-  int hd = c->head_dim, nh = c->n_heads, grp = c->n_heads / c->n_kv_heads;
-  int64_t kvd = (int64_t)c->n_kv_heads * hd;
-  const float *kc = m->k_cache + (size_t)l * (size_t)c->ctx * (size_t)kvd;
-  const float *vc = m->v_cache + (size_t)l * (size_t)c->ctx * (size_t)kvd;
-  float scale = 1.0f / sqrtf((float)hd);
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t th = 0; th < T * nh; th++) {
-    int64_t t = th / nh;
-    int h = (int)(th % nh), kh = h / grp;
-    int64_t npos = p0 + t + 1;
-    const float *q = m->q + (size_t)t * (size_t)nh * hd + (size_t)h * hd;
-    float *att = m->att + (size_t)th * (size_t)c->ctx;
-    float mx = -INFINITY;
-    for (int64_t s = 0; s < npos; s++) {
-      att[s] = dot_f32(q, kc + (size_t)s * kvd + (size_t)kh * hd, hd) * scale;
-      if (att[s] > mx) mx = att[s];
-    }
-    float sum = 0;
-    for (int64_t s = 0; s < npos; s++) sum += att[s] = expf(att[s] - mx);
-    float *out = m->xb + (size_t)t * (size_t)nh * hd + (size_t)h * hd;
-    for (int i = 0; i < hd; i++) out[i] = 0;
-    for (int64_t s = 0; s < npos; s++) {
-      axpy_f32(out, att[s] / sum, vc + (size_t)s * kvd + (size_t)kh * hd, hd);
-    }
-  }
 }
 
 /* One chunk of T <= CHUNK tokens at positions n_past..; the residual stream
@@ -642,8 +612,8 @@ static ingot_status forward_chunk(ingot_model *m, const int32_t *tok, int64_t T)
     const layer *L = &m->layers[l];
     for (int64_t t = 0; t < T; t++)
       rmsnorm(m->xb + t * dim, m->x + t * dim, L->attn_norm, dim, c->rms_eps);
-    if ((st = linear(m, &L->wq, m->xb, T, m->q)) || (st = linear(m, &L->wk, m->xb, T, m->k)) ||
-        (st = linear(m, &L->wv, m->xb, T, m->v)))
+    if ((st = linear_many(m, 3, (const qweight *[]){&L->wq, &L->wk, &L->wv}, m->xb, T,
+                          (float *[]){m->q, m->k, m->v})))
       return st;
     float *kc = m->k_cache + ((size_t)l * (size_t)c->ctx + (size_t)p0) * (size_t)kvd;
     float *vc = m->v_cache + ((size_t)l * (size_t)c->ctx + (size_t)p0) * (size_t)kvd;
@@ -662,7 +632,7 @@ static ingot_status forward_chunk(ingot_model *m, const int32_t *tok, int64_t T)
     }
     memcpy(kc, m->k, (size_t)(T * kvd) * sizeof(float));
     memcpy(vc, m->v, (size_t)(T * kvd) * sizeof(float));
-    attention(m, l, p0, T);
+    model_attention(m, l, p0, T);
     if ((st = linear(m, &L->wo, m->xb, T, m->xb2))) return st;
     for (int64_t i = 0; i < T * dim; i++) m->x[i] += m->xb2[i];
 

@@ -74,6 +74,13 @@ typedef bool (*model_span_fn)(const void *src, int64_t i, const void **data, siz
  * than during the first prompt. */
 void model_prefault(int64_t n, model_span_fn span, const void *src, const ingot_model_options *o);
 
+/* Causal attention of the T queries in m->q (positions p0..p0+T-1) over
+ * layer l's KV cache, into m->xb [T, n_heads * head_dim] (attn_cpu.c). */
+void model_attention(ingot_model *m, int l, int64_t p0, int64_t T);
+/* Floats of m->att that model_attention needs for chunks of up to `chunk`
+ * tokens at context c->ctx; 0 when the size overflows. */
+size_t model_attention_scratch(const ingot_model_config *c, int64_t chunk);
+
 /* The SwiGLU MLP y[n, dim] = down(silu(gate x) * up x) of x[n, dim] with the
  * model's matvec; h1, h2 hold n x gate->rows floats (llama.c). */
 ingot_status model_mlp(const ingot_model *m, const qweight *gate, const qweight *up,

@@ -11,6 +11,8 @@
 #include "../core/fpconv.h"
 #include "ingot/backend.h"
 #include "ingot/quant.h"
+#include "../core/workpool.h"
+#include "quant_q8.h"
 
 #define QK 32
 
@@ -195,12 +197,12 @@ VN_INL __m512 vn_h8(const uint8_t *const *wr, size_t o0, size_t o1) {
   return _mm512_castps256_ps512(_mm256_cvtph_ps(h));
 }
 
-#define VN_ROW4(i)                                                                             \
-  do {                                                                                         \
-    const __m512 p_ = vn_dot(T, vn_w(T, wr[i] + o0, wr[i] + o1), x);                           \
-    acc##i = _mm512_fmadd_ps(p_, _mm512_mul_ps(_mm512_permutexvar_ps(ix##i, dv), xd), acc##i); \
-    if (T == INGOT_GGML_Q4_1)                                                                  \
-      acc##i = _mm512_fmadd_ps(_mm512_permutexvar_ps(ix##i, mv), xs, acc##i);                  \
+#define VN_ROW4(i)                                                                              \
+  do {                                                                                          \
+    const __m512 p_ = vn_dot(T, vn_w(T, wr[i] + o0, wr[i] + o1), x);                            \
+    acc##i = _mm512_fmadd_ps(p_, _mm512_mul_ps(_mm512_permutexvar_ps(ixd##i, dm), xd), acc##i); \
+    if (T == INGOT_GGML_Q4_1)                                                                   \
+      acc##i = _mm512_fmadd_ps(_mm512_permutexvar_ps(ixm##i, dm), xs, acc##i);                  \
   } while (0)
 
 /* Prefill (and leftover rows): R rows at once, each pair of weight blocks
@@ -264,9 +266,21 @@ VN_INL void vn_rows(const int T, const q8_job *jb, int64_t r0, int64_t r1) {
     for (int i = 0; i < 4; i++) ixs[i][l] = vn_blk(T, l) * 4 + i;
     if (vn_blk(T, l)) m1 |= (__mmask16)(1u << l);
   }
-  if (nx == 1) { /* decode: four rows share each load of x and the scale gather */
-    const __m512i ix0 = _mm512_loadu_si512(ixs[0]), ix1 = _mm512_loadu_si512(ixs[1]),
-                  ix2 = _mm512_loadu_si512(ixs[2]), ix3 = _mm512_loadu_si512(ixs[3]);
+  /* decode: four rows share each load of x and one gather of the 8 scale
+   * dwords (d, and m for Q4_1) of their pair of blocks, converted at once:
+   * dm lane 2j is d, 2j+1 the next half, of block j / 4 of row j % 4 */
+  if (nx == 1 && 3 * jb->row_size + ts <= INT32_MAX) {
+    int32_t ixd[4][16], gi[8];
+    for (int j = 0; j < 8; j++)
+      gi[j] = (int32_t)((size_t)(j % 4) * jb->row_size + (size_t)(j / 4) * ts);
+    for (int i = 0; i < 4; i++)
+      for (int l = 0; l < 16; l++) ixd[i][l] = 2 * ixs[i][l];
+    const __m256i gix = _mm256_loadu_si256((const __m256i *)(const void *)gi);
+    const __m512i one = _mm512_set1_epi32(1);
+    const __m512i ixd0 = _mm512_loadu_si512(ixd[0]), ixd1 = _mm512_loadu_si512(ixd[1]),
+                  ixd2 = _mm512_loadu_si512(ixd[2]), ixd3 = _mm512_loadu_si512(ixd[3]);
+    const __m512i ixm0 = _mm512_add_epi32(ixd0, one), ixm1 = _mm512_add_epi32(ixd1, one),
+                  ixm2 = _mm512_add_epi32(ixd2, one), ixm3 = _mm512_add_epi32(ixd3, one);
     for (; r0 + 4 <= r1; r0 += 4) {
       const uint8_t *wr[4];
       for (int i = 0; i < 4; i++) wr[i] = jb->w + (size_t)(r0 + i) * jb->row_size;
@@ -275,12 +289,9 @@ VN_INL void vn_rows(const int T, const q8_job *jb, int64_t r0, int64_t r1) {
         const size_t o0 = (size_t)(2 * p) * ts, o1 = o0 + ts;
         const __m512i x = _mm512_loadu_si512(jb->xqp + p * 64);
         const __m512 xd = _mm512_loadu_ps(jb->xdl + p * 16);
-        const __m512 dv = vn_h8(wr, o0, o1);
-        __m512 mv = dv, xs = dv;
-        if (T == INGOT_GGML_Q4_1) {
-          mv = vn_h8(wr, o0 + 2, o1 + 2);
-          xs = _mm512_loadu_ps(jb->xsl + p * 16);
-        }
+        const __m512 dm = _mm512_cvtph_ps(
+            _mm256_i32gather_epi32((const int *)(const void *)(wr[0] + o0), gix, 1));
+        const __m512 xs = T == INGOT_GGML_Q4_1 ? _mm512_loadu_ps(jb->xsl + p * 16) : dm;
         VN_ROW4(0);
         VN_ROW4(1);
         VN_ROW4(2);
@@ -375,6 +386,28 @@ ingot_status ingot_ggml_matvec_q8(int type, const void *w, int64_t rows, int64_t
       for (int64_t i = 0; i < rows * nx; i++) y[i] = 0;
     return INGOT_OK;
   }
+  return q8_matvec_many(1, type, &w, &rows, cols, x, nx, &y);
+}
+
+/* Chunk c of the rows of a q8_matvec_many call (a workpool item). */
+typedef struct many_job {
+  q8_kernel k;
+  const q8_job *jb;
+  const int64_t *first;
+  int64_t rb; /* rows per chunk, a multiple of 16 */
+} many_job;
+
+static void many_chunk(void *arg, int64_t c) {
+  const many_job *mj = arg;
+  int i = 0;
+  while (c >= mj->first[i + 1]) i++;
+  const int64_t rb = mj->rb, r0 = (c - mj->first[i]) * rb,
+                r1 = r0 + rb < mj->jb[i].rows ? r0 + rb : mj->jb[i].rows;
+  mj->k(&mj->jb[i], r0, r1);
+}
+
+ingot_status q8_matvec_many(int n, int type, const void *const *w, const int64_t *rows,
+                            int64_t cols, const float *x, int64_t nx, float *const *y) {
   const int64_t nb = cols / QK;
   /* floats first: the int8 part's length is only a multiple of 32 */
   float *buf = malloc((size_t)(2 * nx * nb) * sizeof(float) + (size_t)(nx * cols));
@@ -383,23 +416,11 @@ ingot_status ingot_ggml_matvec_q8(int type, const void *w, int64_t rows, int64_t
   int8_t *xq = (int8_t *)(void *)(buf + 2 * nx * nb);
   for (int64_t j = 0; j < nx; j++)
     quantize_q8_1(x + j * cols, nb, xq + j * cols, xd + j * nb, xs + j * nb);
-  q8_job jb = {type,
-               w,
-               ingot_ggml_row_size(type, cols),
-               ingot_ggml_type_size(type),
-               rows,
-               cols,
-               nb,
-               nx,
-               xq,
-               xd,
-               xs,
-               y,
-               NULL,
-               NULL,
-               NULL};
+  q8_job jb[Q8_MANY_MAX];
   const q8_kernel k = pick_q8();
   float *pbuf = NULL;
+  int8_t *xqp = NULL;
+  float *xdl = NULL, *xsl = NULL;
 #ifdef INGOT_Q8_X86
   if (k == rows_vnni && nb >= 2) {
     const int64_t np = nb / 2;
@@ -408,19 +429,46 @@ ingot_status ingot_ggml_matvec_q8(int type, const void *w, int64_t rows, int64_t
       free(buf);
       return ingot_set_error(INGOT_ERR_OOM, "ggml_matvec_q8: out of memory");
     }
-    float *xdl = pbuf, *xsl = pbuf + nx * np * 16;
-    int8_t *xqp = (int8_t *)(void *)(pbuf + 2 * nx * np * 16);
-    vn_prepare(&jb, xqp, xdl, xsl);
-    jb.xqp = xqp, jb.xdl = xdl, jb.xsl = xsl;
+    xdl = pbuf, xsl = pbuf + nx * np * 16;
+    xqp = (int8_t *)(void *)(pbuf + 2 * nx * np * 16);
+    vn_prepare(&(q8_job){.type = type, .cols = cols, .nb = nb, .nx = nx, .q = xq, .d = xd, .s = xs},
+               xqp, xdl, xsl);
   }
 #endif
-  const int64_t rb = 16, nch = (rows + rb - 1) / rb;
-  const int par = nch > 1 && (double)rows * (double)cols * (double)nx >= 65536.0;
-#pragma omp parallel for schedule(static) if (par)
-  for (int64_t c = 0; c < nch; c++) {
-    const int64_t r0 = c * rb, r1 = r0 + rb < rows ? r0 + rb : rows;
-    k(&jb, r0, r1);
+  /* One pool job over the chunks of rows of all n matrices: chunk c of the
+   * whole list belongs to matrix i with first[i] <= c < first[i+1]. Chunks
+   * of 16 rows, grown to keep about 32 of them a job: each is one claim on
+   * the pool's shared counter (a cache line the threads pass around). */
+  int64_t rb = 0;
+  for (int i = 0; i < n; i++) rb += (rows[i] + 15) / 16;
+  rb = 16 * (rb / 32 > 1 ? rb / 32 : 1);
+  int64_t first[Q8_MANY_MAX + 1] = {0};
+  double work = 0;
+  for (int i = 0; i < n; i++) {
+    jb[i] = (q8_job){type,
+                     w[i],
+                     ingot_ggml_row_size(type, cols),
+                     ingot_ggml_type_size(type),
+                     rows[i],
+                     cols,
+                     nb,
+                     nx,
+                     xq,
+                     xd,
+                     xs,
+                     y[i],
+                     xqp,
+                     xdl,
+                     xsl};
+    first[i + 1] = first[i] + (rows[i] + rb - 1) / rb;
+    work += (double)rows[i] * (double)cols * (double)nx;
   }
+  const int64_t nch = first[n];
+  many_job mj = {k, jb, first, rb};
+  if (nch > 1 && work >= 65536.0)
+    workpool_for(nch, many_chunk, &mj);
+  else
+    for (int64_t c = 0; c < nch; c++) many_chunk(&mj, c);
   free(pbuf);
   free(buf);
   return INGOT_OK;

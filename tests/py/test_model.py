@@ -151,6 +151,25 @@ def test_logits_match_numpy(model, ref):
     assert lib.ingot_model_n_past(model) == len(ids)
 
 
+def test_long_context_logits_match_numpy(model, ref):
+    """Attention over several key blocks (attn_cpu.c merges them)
+    and two prompt chunks, then single-token steps past the blocks' edges."""
+    ids = tokenize(model, (PROMPT + " Paris. The capital of Italy is Rome. ") * 12)
+    ids = ids[:150]
+    assert len(ids) == 150
+    lib.ingot_model_reset(model)
+    st, got = forward(model, ids[:129])
+    assert st == 0, lib.ingot_last_error().decode()
+    assert close(got, ref.logits(ids[:129])) < 1e-3
+    for n in (130, 150):
+        for t in ids[lib.ingot_model_n_past(model):n - 1]:
+            assert forward(model, [t], logits=False)[0] == 0
+        _, got = forward(model, ids[n - 1:n])
+        want = ref.logits(ids[:n])
+        assert close(got, want) < 1e-3
+        assert int(got.argmax()) == int(want.argmax())
+
+
 def test_chunked_and_incremental_agree(model):
     ids = tokenize(model, PROMPT + " Paris, and the capital of Germany is Berlin.")
     lib.ingot_model_reset(model)
