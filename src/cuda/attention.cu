@@ -23,10 +23,6 @@ const int kTile = 256;      // cache rows scored per pass of a block (shared sco
 const int kMaxChunks = 64;  // partials per (row, head)
 const int kThreads = 128;   // 4 warps; each thread keeps 2 of the D <= 256 outputs
 
-ingot_status set_device(const ingot_tensor *t) {
-  return cuda_check(cudaSetDevice(ingot_device_of(t).index), "cudaSetDevice");
-}
-
 __device__ __forceinline__ int clamp_pos(int p, int ctx) {
   return p < 0 ? 0 : p >= ctx ? ctx - 1 : p;
 }
@@ -50,7 +46,7 @@ __global__ void rope_kernel(const float *__restrict__ x, const int32_t *__restri
 }
 
 ingot_status k_rope(ingot_op_args *a) {
-  ingot_status st = set_device(a->out[0]);
+  ingot_status st = cuda_use_device_of(a->out[0]);
   if (st) return st;
   const int64_t *sh = ingot_shape(a->in[0]);
   int64_t n = sh[0] * sh[1] * (sh[2] / 2);
@@ -77,7 +73,7 @@ __global__ void kv_write_kernel(C *__restrict__ kc, C *__restrict__ vc, const fl
 }
 
 ingot_status k_kv_cache_write(ingot_op_args *a) {
-  ingot_status st = set_device(a->out[0]);
+  ingot_status st = cuda_use_device_of(a->out[0]);
   if (st) return st;
   const int64_t *sh = ingot_shape(a->in[0]);
   int64_t row = sh[1] * sh[2], n = sh[0] * row, ctx = ingot_shape(a->out[0])[0];
@@ -207,7 +203,7 @@ __global__ void attn_combine_kernel(const float *__restrict__ part_ml,
 
 ingot_status k_attention_cached(ingot_op_args *a) {
   ingot_tensor *out = a->out[0];
-  ingot_status st = set_device(out);
+  ingot_status st = cuda_use_device_of(out);
   if (st) return st;
   const int64_t *qs = ingot_shape(a->in[0]), *cs = ingot_shape(a->in[1]);
   int T = (int)qs[0], Hq = (int)qs[1], D = (int)qs[2], ctx = (int)cs[0], Hkv = (int)cs[1];

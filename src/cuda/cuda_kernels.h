@@ -45,6 +45,10 @@ ingot_status cuda_check(cudaError_t err, const char *what);
  * The _rt form returns the CUDA error (cleared) and sets no message. */
 ingot_status cuda_use_device(int device);
 cudaError_t cuda_use_device_rt(int device);
+/* cuda_use_device for the device tensor t lives on (what every kernel entry does). */
+static inline ingot_status cuda_use_device_of(const ingot_tensor *t) {
+  return cuda_use_device(ingot_device_of(t).index);
+}
 /* Shape and per-operand strides (elements) of a two-operand op. */
 typedef struct cuda_geom2 {
   int ndim;

@@ -105,8 +105,6 @@ __device__ __forceinline__ f8e5m2_t add_el(f8e5m2_t x, f8e5m2_t y) {
 
 const int kThreads = 256;
 
-ingot_status set_device(const ingot_tensor *t) { return cuda_use_device(ingot_device_of(t).index); }
-
 void contiguous_strides(int nd, const int64_t *shape, int64_t *st) {
   int64_t s = 1;
   for (int d = nd - 1; d >= 0; d--) {
@@ -244,7 +242,7 @@ ingot_status run_gather(ingot_tensor *out, const ingot_tensor *src, const ingot_
 
 ingot_status k_index_select(ingot_op_args *a) {
   ingot_tensor *t = a->in[0], *idx = a->in[1], *out = a->out[0];
-  ingot_status st = set_device(out);
+  ingot_status st = cuda_use_device_of(out);
   if (st) return st;
   int d = (int)a->iarg[0], tnd = ingot_ndim(t);
   int64_t size = tnd ? ingot_shape(t)[d] : 1;
@@ -264,7 +262,7 @@ ingot_status k_index_select(ingot_op_args *a) {
 
 ingot_status k_gather(ingot_op_args *a) {
   ingot_tensor *t = a->in[0], *idx = a->in[1], *out = a->out[0];
-  ingot_status st = set_device(out);
+  ingot_status st = cuda_use_device_of(out);
   if (st) return st;
   int d = (int)a->iarg[0], tnd = ingot_ndim(t);
   int64_t size = tnd ? ingot_shape(t)[d] : 1;
@@ -310,7 +308,7 @@ void launch_embed(char *out, const char *w, const int64_t *idx, int64_t nrows, i
 
 ingot_status k_embedding(ingot_op_args *a) {
   ingot_tensor *w = a->in[0], *idx = a->in[1], *out = a->out[0];
-  ingot_status st = set_device(out);
+  ingot_status st = cuda_use_device_of(out);
   if (st) return st;
   int64_t vocab = ingot_shape(w)[0];
   if ((st = check_simple("embedding", idx, vocab, 0))) return st;
@@ -443,7 +441,7 @@ __global__ void scatter_apply_kernel(T *out, const T *__restrict__ src,
 
 ingot_status k_scatter(ingot_op_args *a) {
   ingot_tensor *out = a->out[0], *idx = a->in[1], *src = a->in[2];
-  ingot_status st = set_device(out);
+  ingot_status st = cuda_use_device_of(out);
   if (st) return st;
   bool add = a->op == INGOT_OP_SCATTER_ADD;
   int d = (int)a->iarg[0], ond = ingot_ndim(out), snd = ingot_ndim(src), ind = ingot_ndim(idx);
@@ -534,7 +532,7 @@ __global__ void put_apply_kernel(T *out, const T *__restrict__ vals,
 
 ingot_status k_index_put(ingot_op_args *a) {
   ingot_tensor *out = a->out[0], *vals = a->in[1], *idx = a->in[2];
-  ingot_status st = set_device(out);
+  ingot_status st = cuda_use_device_of(out);
   if (st) return st;
   int n = (int)a->iarg[0];
   bool acc = a->iarg[1] != 0;
@@ -593,7 +591,7 @@ __global__ void masked_fill_kernel(T *__restrict__ out, const T *__restrict__ in
 
 ingot_status k_masked_fill(ingot_op_args *a) {
   ingot_tensor *out = a->out[0];
-  ingot_status st = set_device(out);
+  ingot_status st = cuda_use_device_of(out);
   if (st) return st;
   int64_t n = ingot_numel(out);
   if (n == 0) return INGOT_OK;
@@ -718,7 +716,7 @@ __global__ void sel_fill_kernel(const char *__restrict__ f, const char *__restri
 
 ingot_status select_common(ingot_op_args *a, bool select) {
   ingot_tensor *t = a->in[0], *fsrc = select ? a->in[1] : a->in[0];
-  ingot_status st = set_device(t);
+  ingot_status st = cuda_use_device_of(t);
   if (st) return st;
   ingot_device dev = ingot_device_of(t);
   ingot_dtype dt = ingot_dtype_of(t);

@@ -65,7 +65,7 @@ static ingot_status la_enter(const ingot_tensor *t, la_ctx *c) {
   if (c->dev < 0 || c->dev >= LA_MAX_DEV)
     return ingot_set_error(INGOT_ERR_DEVICE, "linalg: device index %d out of range", c->dev);
   pthread_mutex_lock(&g_la[c->dev].mu);
-  ingot_status st = cuda_check(cudaSetDevice(c->dev), "cudaSetDevice");
+  ingot_status st = cuda_use_device(c->dev);
   if (!st && !g_la[c->dev].sol) st = sol_check(cusolverDnCreate(&g_la[c->dev].sol), "create");
   if (!st && !g_la[c->dev].params)
     st = sol_check(cusolverDnCreateParams(&g_la[c->dev].params), "create params");

@@ -527,7 +527,7 @@ ingot_status grouped_launch(bool gate, const MoeParams &p, const Groups &g, dim3
 ingot_status run_experts(bool gate, MoeParams p, const ingot_tensor *w, int64_t out_cols,
                          int64_t stage_rows) {
   const int dev = ingot_device_of(w).index;
-  ingot_status st = cuda_check(cudaSetDevice(dev), "cudaSetDevice");
+  ingot_status st = cuda_use_device(dev);
   if (st) return st;
   cudaStream_t s = cuda_current_stream(dev);
   const ingot_dtype wdt = ingot_dtype_of(w);
@@ -583,7 +583,7 @@ ingot_status k_route(ingot_op_args *a) {
     return ingot_set_error(INGOT_ERR_UNSUPPORTED, "moe_route: at most %d experts on CUDA",
                            (int)(48 * 1024 / (sizeof(float) + 1)));
   const int dev = ingot_device_of(L).index;
-  ingot_status st = cuda_check(cudaSetDevice(dev), "cudaSetDevice");
+  ingot_status st = cuda_use_device(dev);
   if (st) return st;
   cudaStream_t s = cuda_current_stream(dev);
   float *w = (float *)ingot_tensor_data(a->out[0]);
@@ -646,7 +646,7 @@ ingot_status k_down(ingot_op_args *a) {
   if ((int64_t)p.T * p.rows == 0) return INGOT_OK;
   if (p.k == 0 || p.cols == 0) {  // empty sums: zeros
     const int dev = ingot_device_of(a->out[0]).index;
-    ingot_status st = cuda_check(cudaSetDevice(dev), "cudaSetDevice");
+    ingot_status st = cuda_use_device(dev);
     return st ? st
               : cuda_check(cudaMemsetAsync(p.out, 0, (size_t)p.T * p.rows * sizeof(float),
                                            cuda_current_stream(dev)),

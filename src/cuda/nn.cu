@@ -73,10 +73,6 @@ __global__ void swiglu_kernel(const T *__restrict__ g, const T *__restrict__ u, 
   }
 }
 
-ingot_status set_dev(const ingot_tensor *t) {
-  return cuda_check(cudaSetDevice(ingot_device_of(t).index), "cudaSetDevice");
-}
-
 template <class T>
 void launch_rms(const ingot_tensor *x, const ingot_tensor *w, ingot_tensor *y, int64_t rows,
                 int64_t n, float eps, cudaStream_t s) {
@@ -93,7 +89,7 @@ void launch_rms(const ingot_tensor *x, const ingot_tensor *w, ingot_tensor *y, i
 
 ingot_status k_rms_norm(ingot_op_args *a) {
   ingot_tensor *x = a->in[0], *w = a->in[1], *y = a->out[0];
-  ingot_status st = set_dev(y);
+  ingot_status st = cuda_use_device_of(y);
   if (st) return st;
   const int64_t n = ingot_shape(x)[ingot_ndim(x) - 1], rows = ingot_numel(x) / n;
   const float eps = (float)a->farg[0];
@@ -127,7 +123,7 @@ void launch_swiglu(ingot_tensor *g, ingot_tensor *u, ingot_tensor *y, cudaStream
 
 ingot_status k_swiglu(ingot_op_args *a) {
   ingot_tensor *g = a->in[0], *u = a->in[1], *y = a->out[0];
-  ingot_status st = set_dev(y);
+  ingot_status st = cuda_use_device_of(y);
   if (st) return st;
   cudaStream_t s = stream_of(y);
   switch (ingot_dtype_of(y)) {

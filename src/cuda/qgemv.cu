@@ -110,7 +110,7 @@ ingot_status qmatmul_prefill(ingot_op_args *a, cudaStream_t s) {
 
 ingot_status k_qmatmul(ingot_op_args *a) {
   ingot_tensor *x = a->in[0], *w = a->in[1], *y = a->out[0];
-  ingot_status st = cuda_check(cudaSetDevice(ingot_device_of(y).index), "cudaSetDevice");
+  ingot_status st = cuda_use_device_of(y);
   if (st) return st;
   cudaStream_t s = stream_of(y);
   const int type = (int)a->iarg[0];
@@ -127,7 +127,7 @@ ingot_status k_qmatmul(ingot_op_args *a) {
 
 ingot_status k_qget_rows(ingot_op_args *a) {
   ingot_tensor *w = a->in[0], *ids = a->in[1], *out = a->out[0];
-  ingot_status st = cuda_check(cudaSetDevice(ingot_device_of(out).index), "cudaSetDevice");
+  ingot_status st = cuda_use_device_of(out);
   if (st) return st;
   const int64_t nrows = ingot_shape(w)[0];
   if ((st = cuda_check_index_range("qget_rows", ids, nrows, 0))) return st;

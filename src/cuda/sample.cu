@@ -23,10 +23,6 @@ namespace {
 const int kThreads = 1024;
 const int kMaxCand = 1024;  // = kThreads: one sort element per thread
 
-ingot_status set_device(const ingot_tensor *t) {
-  return cuda_check(cudaSetDevice(ingot_device_of(t).index), "cudaSetDevice");
-}
-
 // The CPU argmax rule: a beats b if it is NaN and b is not, or both are
 // numbers and a > b, or they tie (both NaN or equal) and a comes first.
 __device__ __forceinline__ bool argmax_better(float a, int ia, float b, int ib) {
@@ -226,7 +222,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(Params P) {
 
 ingot_status k_sample_tokens(ingot_op_args *a) {
   ingot_tensor *out = a->out[0];
-  ingot_status st = set_device(out);
+  ingot_status st = cuda_use_device_of(out);
   if (st) return st;
   Params P;
   P.V = (int)ingot_numel(a->in[0]);

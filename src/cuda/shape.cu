@@ -120,11 +120,9 @@ MapGeom identity_geom(const ingot_tensor *out, const ingot_tensor *in) {
 
 int elem_size(const ingot_tensor *t) { return (int)ingot_dtype_size(ingot_dtype_of(t)); }
 
-ingot_status set_device(const ingot_tensor *t) { return cuda_use_device(ingot_device_of(t).index); }
-
 ingot_status k_cat(ingot_op_args *a) {
   ingot_tensor *out = a->out[0];
-  ingot_status st = set_device(out);
+  ingot_status st = cuda_use_device_of(out);
   if (st) return st;
   cudaStream_t s = stream_of(out);
   int dim = (int)a->iarg[0];
@@ -145,7 +143,7 @@ ingot_status k_flip(ingot_op_args *a) {
   ingot_tensor *in = a->in[0], *out = a->out[0];
   int64_t n = ingot_numel(out);
   if (n == 0) return INGOT_OK;
-  ingot_status st = set_device(out);
+  ingot_status st = cuda_use_device_of(out);
   if (st) return st;
   int es = elem_size(out);
   MapGeom g = identity_geom(out, in);
@@ -164,7 +162,7 @@ ingot_status k_roll(ingot_op_args *a) {
   ingot_tensor *in = a->in[0], *out = a->out[0];
   int64_t n = ingot_numel(out);
   if (n == 0) return INGOT_OK;
-  ingot_status st = set_device(out);
+  ingot_status st = cuda_use_device_of(out);
   if (st) return st;
   MapGeom g = identity_geom(out, in);
   for (int d = 0; d < g.ndim; d++) {
@@ -181,7 +179,7 @@ ingot_status k_repeat(ingot_op_args *a) {
   ingot_tensor *in = a->in[0], *out = a->out[0];
   int64_t n = ingot_numel(out);
   if (n == 0) return INGOT_OK;
-  ingot_status st = set_device(out);
+  ingot_status st = cuda_use_device_of(out);
   if (st) return st;
   MapGeom g = identity_geom(out, in);
   for (int d = 0; d < g.ndim; d++) {
@@ -201,7 +199,7 @@ ingot_status triangle(ingot_op_args *a, bool lower) {
   ingot_tensor *in = a->in[0], *out = a->out[0];
   int64_t n = ingot_numel(out);
   if (n == 0) return INGOT_OK;
-  ingot_status st = set_device(out);
+  ingot_status st = cuda_use_device_of(out);
   if (st) return st;
   MapGeom g = identity_geom(out, in);
   g.mode[g.ndim - 2] = MAP_ROW;
