@@ -41,26 +41,18 @@ TEXT = ("The history of the printing press begins in the fifteenth century, when
         "by the hundreds, and ideas travelled faster than ever before across Europe. ")
 
 
-class Device(ctypes.Structure):
-    _fields_ = [("kind", ctypes.c_int), ("index", ctypes.c_int)]
-
-
 def ingot_lib():
-    lib = ctypes.CDLL(LIB)
-    P, I64 = ctypes.c_void_p, ctypes.c_int64
-    lib.ingot_model_load.restype = P
-    lib.ingot_model_load.argtypes = [ctypes.c_char_p, Device]
-    lib.ingot_model_free.argtypes = [P]
-    lib.ingot_model_free.restype = None
-    lib.ingot_model_reset.argtypes = [P]
-    lib.ingot_model_reset.restype = None
-    lib.ingot_model_forward.argtypes = [P, P, I64, P]
-    lib.ingot_model_tokenizer.argtypes = [P]
-    lib.ingot_model_tokenizer.restype = P
-    lib.ingot_tokenize.argtypes = [P, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_bool, P, I64]
-    lib.ingot_tokenize.restype = I64
-    lib.ingot_last_error.restype = ctypes.c_char_p
+    """libingot with the model API declared once, as the tests declare it
+    (tests/py/model_ctypes.py); loaded only by the processes that use it."""
+    os.environ.setdefault("INGOT_LIB", LIB)
+    sys.path.insert(0, os.path.join(ROOT, "tests", "py"))
+    from model_ctypes import lib
     return lib
+
+
+def cpu_device():
+    from ingot_ctypes import Device
+    return Device(0, 0)
 
 
 def model_path():
@@ -73,7 +65,7 @@ def model_path():
 
 def prompt_ids(path, n):
     lib = ingot_lib()
-    m = lib.ingot_model_load(path.encode(), Device(0, 0))
+    m = lib.ingot_model_load(path.encode(), cpu_device())
     if not m:
         sys.exit(f"ingot_model_load: {lib.ingot_last_error().decode()}")
     text = (TEXT * (n // 40 + 2)).encode()
@@ -90,7 +82,7 @@ def prompt_ids(path, n):
 
 def worker_ingot(path, ids, new, threads):
     lib = ingot_lib()
-    m = lib.ingot_model_load(path.encode(), Device(0, 0))
+    m = lib.ingot_model_load(path.encode(), cpu_device())
     if not m:
         sys.exit(f"ingot_model_load: {lib.ingot_last_error().decode()}")
     logits = np.zeros(VOCAB, np.float32)
@@ -144,7 +136,7 @@ def worker_llama(path, ids, new, threads):
 def detok(path, ids):
     """Text of ids (the prompt for the ingot command)."""
     lib = ingot_lib()
-    m = lib.ingot_model_load(path.encode(), Device(0, 0))
+    m = lib.ingot_model_load(path.encode(), cpu_device())
     a = np.ascontiguousarray(ids, np.int32)
     buf = ctypes.create_string_buffer(64 * len(ids) + 64)
     lib.ingot_detokenize.restype = ctypes.c_int64

@@ -20,6 +20,7 @@ import pytest
 
 from refs import smollm2_path
 from ingot_ctypes import Device, lib
+import model_ctypes  # noqa: F401  (declares the model API on lib)
 
 llama_cpp = pytest.importorskip(
     "llama_cpp", reason="llama_cpp is not importable (install scripts/requirements-parity.txt)")
@@ -28,17 +29,6 @@ ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 P, I64 = ctypes.c_void_p, ctypes.c_int64
 CPU = Device(0, 0)
 
-lib.ingot_model_load.restype = P
-lib.ingot_model_load.argtypes = [ctypes.c_char_p, Device]
-lib.ingot_model_free.argtypes = [P]
-lib.ingot_model_free.restype = None
-lib.ingot_model_reset.argtypes = [P]
-lib.ingot_model_reset.restype = None
-lib.ingot_model_forward.argtypes = [P, P, I64, P]
-lib.ingot_model_tokenizer.argtypes = [P]
-lib.ingot_model_tokenizer.restype = P
-lib.ingot_tokenize.argtypes = [P, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_bool, P, I64]
-lib.ingot_tokenize.restype = I64
 lib.ingot_chat_template.argtypes = [P, P, ctypes.c_int, ctypes.c_char_p, ctypes.c_bool, P, I64]
 lib.ingot_chat_template.restype = I64
 
