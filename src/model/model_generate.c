@@ -137,23 +137,26 @@ ingot_status ingot_generate(ingot_model *m, const int32_t *prompt, int64_t n,
   /* At most room + 1 tokens can be generated (the last one is not fed back). */
   int64_t max = o.max_tokens > 0 && o.max_tokens <= room + 1 ? o.max_tokens : room + 1;
   int64_t win = o.sample.repeat_last_n > 0 ? o.sample.repeat_last_n : 64;
-  int32_t *hist = malloc((size_t)(win + max + 1) * sizeof *hist);
-  float *logits = malloc((size_t)m->cfg.vocab * sizeof *logits);
+  /* The host path samples from host logits and its own history; the device
+   * path keeps both on the device (dev_sampler). */
+  bool host = !m->devm;
+  int32_t *hist = host ? malloc((size_t)(win + max + 1) * sizeof *hist) : NULL;
+  float *logits = host ? malloc((size_t)m->cfg.vocab * sizeof *logits) : NULL;
   char piece[256];
   ingot_status st = INGOT_OK;
   dev_sampler ds = {0};
-  if (!hist || !logits) {
+  if (host && (!hist || !logits)) {
     st = INGOT_ERR_OOM;
     ingot_fail(st, "ingot_generate: out of memory");
     goto done;
   }
   int64_t nh = 0;
-  for (int64_t i = n > win ? n - win : 0; i < n; i++) hist[nh++] = prompt[i];
-  if (m->devm && (st = dev_sampler_init(m, &ds, &o.sample, prompt, n, win))) goto done;
+  for (int64_t i = n > win ? n - win : 0; host && i < n; i++) hist[nh++] = prompt[i];
+  if (!host && (st = dev_sampler_init(m, &ds, &o.sample, prompt, n, win))) goto done;
 
   double t0 = now();
-  if ((st = ingot_model_forward(m, prompt, n, m->devm ? NULL : logits))) goto done;
-  if (m->devm && (st = dev_start(m, &ds))) goto done;
+  if ((st = ingot_model_forward(m, prompt, n, logits))) goto done;
+  if (!host && (st = dev_start(m, &ds))) goto done;
   double t1 = now();
   int64_t gen = 0;
   while (gen < max) {
@@ -167,7 +170,7 @@ ingot_status ingot_generate(ingot_model *m, const int32_t *prompt, int64_t n,
     if (o.stop_at_eos && is_stop(m, tok)) break;
     if (out_tokens && gen < cap) out_tokens[gen] = tok;
     gen++;
-    hist[nh++] = tok;
+    if (host) hist[nh++] = tok;
     /* Rows past the tokenizer's vocabulary (padding, e.g. Qwen3's 151936 rows
      * for 151669 tokens) have no text: an empty piece. */
     int64_t len = tok < ingot_tokenizer_vocab_size(m->tok)
