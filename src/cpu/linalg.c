@@ -13,15 +13,6 @@ _Static_assert(sizeof(lapack_int) == 4, "pivots are int32");
 
 static int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
 
-/* Buffer of rows x cols elements of es bytes (never size 0). */
-static void *la_buf(int64_t rows, int64_t cols, size_t es) {
-  return calloc((size_t)imax(rows * cols, 1), es);
-}
-
-static ingot_status oom(void) {
-  return ingot_set_error(INGOT_ERR_OOM, "out of host memory for a linear-algebra workspace");
-}
-
 /* Element i of a buffer of dt as a complex double, and back. */
 static double complex la_getc(ingot_dtype dt, const void *p, int64_t i) {
   switch (dt) {
@@ -79,7 +70,7 @@ static ingot_status k_lu_factor(ingot_op_args *a) {
     la_store(&LU, b, buf, lda, false, false);
     free(buf);
   }
-  if (failed_alloc) return oom();
+  if (failed_alloc) return la_oom();
   if (a->iarg[0] && f.member != INT64_MAX) return singular(&f);
   return INGOT_OK;
 }
@@ -121,7 +112,7 @@ static ingot_status k_lu_unpack(ingot_op_args *a) {
   size_t es = LU.es;
   if (!pivots_valid(&Pv, m)) return bad_pivots();
   int64_t *perm = malloc(sizeof(int64_t) * (size_t)imax(m, 1));
-  if (!perm) return oom();
+  if (!perm) return la_oom();
   char *pp = tensor_ptr(Pm), *pl = tensor_ptr(L), *pu = tensor_ptr(U);
   la_zero(pp, (size_t)(B * m * m) * es);
   la_zero(pl, (size_t)(B * m * k) * es);
@@ -177,7 +168,7 @@ static ingot_status k_lu_solve(ingot_op_args *a) {
     free(x);
     free(piv);
   }
-  return failed_alloc ? oom() : INGOT_OK;
+  return failed_alloc ? la_oom() : INGOT_OK;
 }
 
 /* SOLVE_TRIANGULAR */
@@ -203,7 +194,7 @@ static ingot_status k_solve_triangular(ingot_op_args *a) {
             (int)(in_place ? imax(1, A.rs / es) : imax(1, n)), la_at(&X, b), (int)X.cols);
     free(tri);
   }
-  return failed_alloc ? oom() : INGOT_OK;
+  return failed_alloc ? la_oom() : INGOT_OK;
 }
 
 /* INV */
@@ -233,7 +224,7 @@ static ingot_status k_inv(ingot_op_args *a) {
     free(work);
     free(piv);
   }
-  if (failed_alloc) return oom();
+  if (failed_alloc) return la_oom();
   return f.member != INT64_MAX && !infos ? singular(&f) : INGOT_OK;
 }
 
@@ -277,7 +268,7 @@ static ingot_status k_det(ingot_op_args *a) {
     free(x);
     free(piv);
   }
-  return failed_alloc ? oom() : INGOT_OK;
+  return failed_alloc ? la_oom() : INGOT_OK;
 }
 
 /* CHOLESKY: iarg[0] = upper (return L^H). */
@@ -302,7 +293,7 @@ static ingot_status k_cholesky(ingot_op_args *a) {
     la_store(&X, b, x, ld, upper, upper);
     free(x);
   }
-  if (failed_alloc) return oom();
+  if (failed_alloc) return la_oom();
   if (f.member != INT64_MAX)
     return ingot_set_error(INGOT_ERR_NUMERIC,
                            "batch member %lld: the factorization could not be completed because "
@@ -332,7 +323,7 @@ static ingot_status k_cholesky_solve(ingot_op_args *a) {
     free(l);
     free(x);
   }
-  return failed_alloc ? oom() : INGOT_OK;
+  return failed_alloc ? la_oom() : INGOT_OK;
 }
 
 void cpu_register_linalg(ingot_backend *be) {

@@ -13,14 +13,6 @@
 static int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
 static int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 
-static void *la_buf(int64_t rows, int64_t cols, size_t es) {
-  return calloc((size_t)imax(rows * cols, 1), es);
-}
-
-static ingot_status oom(void) {
-  return ingot_set_error(INGOT_ERR_OOM, "out of host memory for a linear-algebra workspace");
-}
-
 /* info of a member whose input had a NaN or infinity. */
 #define LA_NONFINITE (-1000000)
 
@@ -79,7 +71,7 @@ static ingot_status k_qr(ingot_op_args *a) {
     free(tau);
     free(q);
   }
-  if (failed_alloc) return oom();
+  if (failed_alloc) return la_oom();
   return f.member != INT64_MAX ? member_error(&f, "geqrf") : INGOT_OK;
 }
 
@@ -105,7 +97,7 @@ static ingot_status k_householder(ingot_op_args *a) {
     free(x);
     free(tau);
   }
-  if (failed_alloc) return oom();
+  if (failed_alloc) return la_oom();
   return f.member != INT64_MAX ? member_error(&f, "orgqr") : INGOT_OK;
 }
 
@@ -207,7 +199,7 @@ static ingot_status k_svd(ingot_op_args *a) {
     free(u);
     free(vt);
   }
-  if (failed_alloc) return oom();
+  if (failed_alloc) return la_oom();
   return f.member != INT64_MAX ? member_error(&f, "the SVD (gesdd and gesvd)") : INGOT_OK;
 }
 
@@ -238,7 +230,7 @@ static ingot_status k_eigh(ingot_op_args *a) {
     }
     free(x);
   }
-  if (failed_alloc) return oom();
+  if (failed_alloc) return la_oom();
   return f.member != INT64_MAX ? member_error(&f, "syevd/heevd") : INGOT_OK;
 }
 
@@ -297,7 +289,7 @@ static ingot_status k_lstsq(ingot_op_args *a) {
     free(x);
     free(y);
   }
-  if (failed_alloc) return oom();
+  if (failed_alloc) return la_oom();
   return f.member != INT64_MAX ? member_error(&f, "gelsd") : INGOT_OK;
 }
 

@@ -7,9 +7,21 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu.h"
+
+/* Zeroed column-major buffer of rows x cols elements of es bytes (never
+ * size 0, so NULL always means out of memory). */
+static inline void *la_buf(int64_t rows, int64_t cols, size_t es) {
+  return calloc((size_t)(rows * cols > 1 ? rows * cols : 1), es);
+}
+
+/* The error of a batch loop whose workspace allocation failed. */
+static inline ingot_status la_oom(void) {
+  return ingot_set_error(INGOT_ERR_OOM, "out of host memory for a linear-algebra workspace");
+}
 
 /* memset that accepts the NULL data of an empty tensor. */
 static inline void la_zero(void *p, size_t n) {
