@@ -88,19 +88,25 @@ def dequant(name, data, n):
     return out
 
 
-def matvec(name, wq, rows, cols, x, nx, isa=None):
+def run_matvec(fn, name, wq, rows, cols, x, nx, isa):
+    """y = x @ W^T through fn (a matvec entry point) under INGOT_QUANT_ISA=isa
+    (the environment is restored afterwards)."""
     y = np.full(nx * rows, np.nan, np.float32)
     old = os.environ.pop("INGOT_QUANT_ISA", None)
     if isa:
         os.environ["INGOT_QUANT_ISA"] = isa
     try:
-        st = lib.ingot_ggml_matvec(TYPES[name][0], ptr(wq), rows, cols, ptr(x), nx, ptr(y))
+        st = fn(TYPES[name][0], ptr(wq), rows, cols, ptr(x), nx, ptr(y))
     finally:
         os.environ.pop("INGOT_QUANT_ISA", None)
         if old is not None:
             os.environ["INGOT_QUANT_ISA"] = old
     assert st == 0, lib.ingot_last_error()
     return y.reshape(nx, rows)
+
+
+def matvec(name, wq, rows, cols, x, nx, isa=None):
+    return run_matvec(lib.ingot_ggml_matvec, name, wq, rows, cols, x, nx, isa)
 
 
 def check_matvec(y, w64, x):
@@ -382,18 +388,7 @@ def q8_reference(name, wq, rows, cols, x):
 
 
 def matvec_q8(name, wq, rows, cols, x, nx, isa=None):
-    y = np.full(nx * rows, np.nan, np.float32)
-    old = os.environ.pop("INGOT_QUANT_ISA", None)
-    if isa:
-        os.environ["INGOT_QUANT_ISA"] = isa
-    try:
-        st = lib.ingot_ggml_matvec_q8(TYPES[name][0], ptr(wq), rows, cols, ptr(x), nx, ptr(y))
-    finally:
-        os.environ.pop("INGOT_QUANT_ISA", None)
-        if old is not None:
-            os.environ["INGOT_QUANT_ISA"] = old
-    assert st == 0, lib.ingot_last_error()
-    return y.reshape(nx, rows)
+    return run_matvec(lib.ingot_ggml_matvec_q8, name, wq, rows, cols, x, nx, isa)
 
 
 def check_q8(name, wq, rows, cols, x, isa=None):
