@@ -3,7 +3,6 @@
  * member is gathered into a column-major buffer, factored, and scattered
  * back; small members run in parallel, one per thread. */
 #include <complex.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "lapack.h"
@@ -12,15 +11,6 @@
 _Static_assert(sizeof(lapack_int) == 4, "pivots are int32");
 
 static int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
-
-/* Buffer of rows x cols elements of es bytes (never size 0). */
-static void *la_buf(int64_t rows, int64_t cols, size_t es) {
-  return calloc((size_t)imax(rows * cols, 1), es);
-}
-
-static ingot_status oom(void) {
-  return ingot_set_error(INGOT_ERR_OOM, "out of host memory for a linear-algebra workspace");
-}
 
 /* Element i of a buffer of dt as a complex double, and back. */
 static double complex la_getc(ingot_dtype dt, const void *p, int64_t i) {
@@ -53,7 +43,9 @@ static void la_putc(ingot_dtype dt, void *p, int64_t i, double complex v) {
   }
 }
 
-static ingot_status singular(const la_fail *f) {
+/* A la_report for the LU family (what is unused: the message is fixed). */
+static ingot_status singular(const la_fail *f, const char *what) {
+  (void)what;
   return ingot_set_error(INGOT_ERR_NUMERIC,
                          "batch member %lld: the diagonal element %lld of U is zero, the matrix "
                          "is singular",
@@ -64,13 +56,12 @@ static ingot_status singular(const la_fail *f) {
 static ingot_status k_lu_factor(ingot_op_args *a) {
   la_mat A = la_view(a->in[0], 2), LU = la_view(a->out[0], 2), P = la_view(a->out[1], 1);
   int64_t B = la_batch(&LU), m = A.rows, n = A.cols, lda = imax(1, m);
-  la_fail f = {INT64_MAX, 0};
-  atomic_bool failed_alloc = false;
+  la_fail f = LA_FAIL_NONE;
 #pragma omp parallel for schedule(dynamic) if (B > 1 && LA_SMALL(m, n))
   for (int64_t b = 0; b < B; b++) {
     void *buf = la_buf(m, n, A.es);
     if (!buf) {
-      failed_alloc = true;
+      f.oom = true;
       continue;
     }
     la_load(&A, b, buf, lda, false, false);
@@ -79,9 +70,7 @@ static ingot_status k_lu_factor(ingot_op_args *a) {
     la_store(&LU, b, buf, lda, false, false);
     free(buf);
   }
-  if (failed_alloc) return oom();
-  if (a->iarg[0] && f.member != INT64_MAX) return singular(&f);
-  return INGOT_OK;
+  return la_batch_end(&f, a->iarg[0] ? singular : NULL, NULL);
 }
 
 /* Row order of P^T A from LAPACK pivots: perm[i] is the row of A that
@@ -121,7 +110,7 @@ static ingot_status k_lu_unpack(ingot_op_args *a) {
   size_t es = LU.es;
   if (!pivots_valid(&Pv, m)) return bad_pivots();
   int64_t *perm = malloc(sizeof(int64_t) * (size_t)imax(m, 1));
-  if (!perm) return oom();
+  if (!perm) return la_oom();
   char *pp = tensor_ptr(Pm), *pl = tensor_ptr(L), *pu = tensor_ptr(U);
   la_zero(pp, (size_t)(B * m * m) * es);
   la_zero(pl, (size_t)(B * m * k) * es);
@@ -158,7 +147,7 @@ static ingot_status k_lu_solve(ingot_op_args *a) {
   bool trans_b = !left, conj_b = !left && adjoint;
   char trans = left ? (adjoint ? 'C' : 'N') : (adjoint ? 'N' : 'T');
   if (!pivots_valid(&Pv, n)) return bad_pivots();
-  atomic_bool failed_alloc = false;
+  la_fail f = LA_FAIL_NONE;
 #pragma omp parallel for schedule(dynamic) if (nb > 1 && LA_SMALL(n, n))
   for (int64_t b = 0; b < nb; b++) {
     void *lu = la_buf(n, n, LU.es), *x = la_buf(n, nrhs, LU.es);
@@ -171,13 +160,13 @@ static ingot_status k_lu_solve(ingot_op_args *a) {
       LA_CALL(LU.dt, getrs_work, trans, n, nrhs, lu, ld, piv, x, ld);
       la_store(&X, b, x, ld, trans_b, conj_b);
     } else {
-      failed_alloc = true;
+      f.oom = true;
     }
     free(lu);
     free(x);
     free(piv);
   }
-  return failed_alloc ? oom() : INGOT_OK;
+  return la_batch_end(&f, NULL, NULL);
 }
 
 /* SOLVE_TRIANGULAR */
@@ -190,12 +179,12 @@ static ingot_status k_solve_triangular(ingot_op_args *a) {
   bool in_place = A.cs == es && A.rs % es == 0 && A.rs >= n * es;
   ingot_status st = cpu_copy(a->out[0], a->in[1]);
   if (st != INGOT_OK || X.rows * X.cols == 0) return st;
-  atomic_bool failed_alloc = false;
+  la_fail f = LA_FAIL_NONE;
 #pragma omp parallel for schedule(dynamic) if (nb > 1 && LA_SMALL(n, n))
   for (int64_t b = 0; b < nb; b++) {
     void *tri = in_place ? NULL : la_buf(n, n, A.es);
     if (!in_place && !tri) {
-      failed_alloc = true;
+      f.oom = true;
       continue;
     }
     if (!in_place) la_load(&A, b, tri, imax(1, n), true, false);
@@ -203,7 +192,7 @@ static ingot_status k_solve_triangular(ingot_op_args *a) {
             (int)(in_place ? imax(1, A.rs / es) : imax(1, n)), la_at(&X, b), (int)X.cols);
     free(tri);
   }
-  return failed_alloc ? oom() : INGOT_OK;
+  return la_batch_end(&f, NULL, NULL);
 }
 
 /* INV */
@@ -211,8 +200,7 @@ static ingot_status k_inv(ingot_op_args *a) {
   la_mat A = la_view(a->in[0], 2), X = la_view(a->out[0], 2);
   int32_t *infos = a->nout > 1 ? (int32_t *)tensor_ptr(a->out[1]) : NULL;
   int64_t n = A.rows, nb = la_batch(&X), ld = imax(1, n), lwork = imax(1, 64 * n);
-  la_fail f = {INT64_MAX, 0};
-  atomic_bool failed_alloc = false;
+  la_fail f = LA_FAIL_NONE;
 #pragma omp parallel for schedule(dynamic) if (nb > 1 && LA_SMALL(n, n))
   for (int64_t b = 0; b < nb; b++) {
     void *x = la_buf(n, n, A.es), *work = la_buf(lwork, 1, A.es);
@@ -227,14 +215,13 @@ static ingot_status k_inv(ingot_op_args *a) {
         LA_CALL(A.dt, getri_work, n, x, ld, piv, work, lwork);
       la_store(&X, b, x, ld, false, false);
     } else {
-      failed_alloc = true;
+      f.oom = true;
     }
     free(x);
     free(work);
     free(piv);
   }
-  if (failed_alloc) return oom();
-  return f.member != INT64_MAX && !infos ? singular(&f) : INGOT_OK;
+  return la_batch_end(&f, infos ? NULL : singular, NULL);
 }
 
 /* DET: iarg[0] = 0 writes det into out[0]; 1 writes sign into out[0] and
@@ -245,13 +232,13 @@ static ingot_status k_det(ingot_op_args *a) {
   int64_t n = A.rows, nb = la_batch(&A), ld = imax(1, n);
   ingot_dtype dt = A.dt, rdt = la_real(dt);
   char *o0 = tensor_ptr(a->out[0]), *o1 = slog ? tensor_ptr(a->out[1]) : NULL;
-  atomic_bool failed_alloc = false;
+  la_fail f = LA_FAIL_NONE;
 #pragma omp parallel for schedule(dynamic) if (nb > 1 && LA_SMALL(n, n))
   for (int64_t b = 0; b < nb; b++) {
     void *x = la_buf(n, n, A.es);
     lapack_int *piv = malloc(sizeof(lapack_int) * (size_t)ld);
     if (!x || !piv) {
-      failed_alloc = true;
+      f.oom = true;
       free(x);
       free(piv);
       continue;
@@ -277,7 +264,17 @@ static ingot_status k_det(ingot_op_args *a) {
     free(x);
     free(piv);
   }
-  return failed_alloc ? oom() : INGOT_OK;
+  return la_batch_end(&f, NULL, NULL);
+}
+
+/* A la_report for the Cholesky factorization (what is unused). */
+static ingot_status not_positive_definite(const la_fail *f, const char *what) {
+  (void)what;
+  return ingot_set_error(INGOT_ERR_NUMERIC,
+                         "batch member %lld: the factorization could not be completed because "
+                         "the input is not positive-definite (the leading minor of order "
+                         "%lld is not positive-definite)",
+                         (long long)f->member, (long long)f->info);
 }
 
 /* CHOLESKY: iarg[0] = upper (return L^H). */
@@ -285,13 +282,12 @@ static ingot_status k_cholesky(ingot_op_args *a) {
   la_mat A = la_view(a->in[0], 2), X = la_view(a->out[0], 2);
   bool upper = a->iarg[0];
   int64_t n = A.rows, nb = la_batch(&X), ld = imax(1, n);
-  la_fail f = {INT64_MAX, 0};
-  atomic_bool failed_alloc = false;
+  la_fail f = LA_FAIL_NONE;
 #pragma omp parallel for schedule(dynamic) if (nb > 1 && LA_SMALL(n, n))
   for (int64_t b = 0; b < nb; b++) {
     void *x = la_buf(n, n, A.es);
     if (!x) {
-      failed_alloc = true;
+      f.oom = true;
       continue;
     }
     la_load(&A, b, x, ld, false, false);
@@ -302,14 +298,7 @@ static ingot_status k_cholesky(ingot_op_args *a) {
     la_store(&X, b, x, ld, upper, upper);
     free(x);
   }
-  if (failed_alloc) return oom();
-  if (f.member != INT64_MAX)
-    return ingot_set_error(INGOT_ERR_NUMERIC,
-                           "batch member %lld: the factorization could not be completed because "
-                           "the input is not positive-definite (the leading minor of order "
-                           "%lld is not positive-definite)",
-                           (long long)f.member, (long long)f.info);
-  return INGOT_OK;
+  return la_batch_end(&f, not_positive_definite, NULL);
 }
 
 /* CHOLESKY_SOLVE: in[0] = B, in[1] = factor; iarg[0] = upper. */
@@ -317,7 +306,7 @@ static ingot_status k_cholesky_solve(ingot_op_args *a) {
   la_mat Bm = la_view(a->in[0], 2), L = la_view(a->in[1], 2), X = la_view(a->out[0], 2);
   char uplo = a->iarg[0] ? 'U' : 'L';
   int64_t n = L.rows, nb = la_batch(&X), ld = imax(1, n);
-  atomic_bool failed_alloc = false;
+  la_fail f = LA_FAIL_NONE;
 #pragma omp parallel for schedule(dynamic) if (nb > 1 && LA_SMALL(n, n))
   for (int64_t b = 0; b < nb; b++) {
     void *l = la_buf(n, n, L.es), *x = la_buf(n, Bm.cols, L.es);
@@ -327,12 +316,12 @@ static ingot_status k_cholesky_solve(ingot_op_args *a) {
       LA_CALL(L.dt, potrs_work, uplo, n, Bm.cols, l, ld, x, ld);
       la_store(&X, b, x, ld, false, false);
     } else {
-      failed_alloc = true;
+      f.oom = true;
     }
     free(l);
     free(x);
   }
-  return failed_alloc ? oom() : INGOT_OK;
+  return la_batch_end(&f, NULL, NULL);
 }
 
 void cpu_register_linalg(ingot_backend *be) {

@@ -4,7 +4,6 @@
  * scales each member by a power of two so that its largest element lies in
  * [0.5, 1) (exact) and falls back from gesdd to gesvd on non-convergence. */
 #include <math.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "lapack.h"
@@ -12,14 +11,6 @@
 
 static int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
 static int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
-
-static void *la_buf(int64_t rows, int64_t cols, size_t es) {
-  return calloc((size_t)imax(rows * cols, 1), es);
-}
-
-static ingot_status oom(void) {
-  return ingot_set_error(INGOT_ERR_OOM, "out of host memory for a linear-algebra workspace");
-}
 
 /* info of a member whose input had a NaN or infinity. */
 #define LA_NONFINITE (-1000000)
@@ -44,13 +35,12 @@ static ingot_status k_qr(ingot_op_args *a) {
   la_mat Q = mode == 2 ? A : la_view(a->out[0], 2);
   int64_t m = A.rows, n = A.cols, k = imin(m, n), nb = la_batch(&A), ld = imax(1, m);
   int64_t qc = mode == 1 ? m : k, rr = R.rows;
-  la_fail f = {INT64_MAX, 0};
-  atomic_bool failed_alloc = false;
+  la_fail f = LA_FAIL_NONE;
 #pragma omp parallel for schedule(dynamic) if (nb > 1 && LA_SMALL(m, n))
   for (int64_t b = 0; b < nb; b++) {
     void *x = la_buf(m, n, A.es), *tau = la_buf(k, 1, A.es), *q = NULL;
     if (!x || !tau || (mode != 2 && !(q = la_buf(m, qc, A.es)))) {
-      failed_alloc = true;
+      f.oom = true;
     } else if (!la_finite(&A, b)) {
       la_fail_note(&f, b, LA_NONFINITE);
     } else {
@@ -60,7 +50,7 @@ static ingot_status k_qr(ingot_op_args *a) {
       /* R is the upper triangle of the first rr rows. */
       char *r = la_buf(rr, n, A.es);
       if (!r) {
-        failed_alloc = true;
+        f.oom = true;
       } else {
         for (int64_t j = 0; j < n; j++)
           for (int64_t i = 0; i <= j && i < imin(rr, m); i++)
@@ -79,21 +69,19 @@ static ingot_status k_qr(ingot_op_args *a) {
     free(tau);
     free(q);
   }
-  if (failed_alloc) return oom();
-  return f.member != INT64_MAX ? member_error(&f, "geqrf") : INGOT_OK;
+  return la_batch_end(&f, member_error, "geqrf");
 }
 
 /* HOUSEHOLDER_PRODUCT: in[0] = A [*, m, n], in[1] = tau [*, k]. */
 static ingot_status k_householder(ingot_op_args *a) {
   la_mat A = la_view(a->in[0], 2), T = la_view(a->in[1], 1), Q = la_view(a->out[0], 2);
   int64_t m = A.rows, n = A.cols, k = T.rows, nb = la_batch(&Q), ld = imax(1, m);
-  la_fail f = {INT64_MAX, 0};
-  atomic_bool failed_alloc = false;
+  la_fail f = LA_FAIL_NONE;
 #pragma omp parallel for schedule(dynamic) if (nb > 1 && LA_SMALL(m, n))
   for (int64_t b = 0; b < nb; b++) {
     void *x = la_buf(m, n, A.es), *tau = la_buf(k, 1, A.es);
     if (!x || !tau) {
-      failed_alloc = true;
+      f.oom = true;
     } else if (!la_finite(&A, b) || !la_finite(&T, b)) {
       la_fail_note(&f, b, LA_NONFINITE);
     } else {
@@ -105,8 +93,7 @@ static ingot_status k_householder(ingot_op_args *a) {
     free(x);
     free(tau);
   }
-  if (failed_alloc) return oom();
-  return f.member != INT64_MAX ? member_error(&f, "orgqr") : INGOT_OK;
+  return la_batch_end(&f, member_error, "orgqr");
 }
 
 /* Largest |real or imaginary part| of a column-major buffer of count elements. */
@@ -172,14 +159,13 @@ static ingot_status k_svd(ingot_op_args *a) {
   int64_t m = A.rows, n = A.cols, k = imin(m, n), nb = la_batch(&A), ld = imax(1, m);
   int64_t ucols = full ? m : k, vrows = full ? n : k;
   ingot_dtype rdt = la_real(A.dt);
-  la_fail f = {INT64_MAX, 0};
-  atomic_bool failed_alloc = false;
+  la_fail f = LA_FAIL_NONE;
 #pragma omp parallel for schedule(dynamic) if (nb > 1 && LA_SMALL(m, n))
   for (int64_t b = 0; b < nb; b++) {
     void *x = la_buf(m, n, A.es), *x0 = la_buf(m, n, A.es), *u = NULL, *vt = NULL;
     void *s = la_at(&S, b);
     if (!x || !x0 || (uv && (!(u = la_buf(m, ucols, A.es)) || !(vt = la_buf(vrows, n, A.es))))) {
-      failed_alloc = true;
+      f.oom = true;
     } else if (!la_finite(&A, b)) {
       la_fail_note(&f, b, LA_NONFINITE);
     } else if (k == 0) { /* empty: full bases are identities */
@@ -198,7 +184,7 @@ static ingot_status k_svd(ingot_op_args *a) {
       if (info) la_fail_note(&f, b, info);
       scale_pow2(rdt, s, k, e);
     }
-    if (u && !failed_alloc) {
+    if (u && !f.oom) {
       la_store(&U, b, u, ld, false, false);
       la_store(&V, b, vt, imax(1, vrows), false, false);
     }
@@ -207,8 +193,7 @@ static ingot_status k_svd(ingot_op_args *a) {
     free(u);
     free(vt);
   }
-  if (failed_alloc) return oom();
-  return f.member != INT64_MAX ? member_error(&f, "the SVD (gesdd and gesvd)") : INGOT_OK;
+  return la_batch_end(&f, member_error, "the SVD (gesdd and gesvd)");
 }
 
 /* EIGH: iarg[0] = upper, iarg[1] = eigenvectors; out[0] = eigenvalues
@@ -219,13 +204,12 @@ static ingot_status k_eigh(ingot_op_args *a) {
   char uplo = a->iarg[0] ? 'U' : 'L';
   la_mat V = vec ? la_view(a->out[1], 2) : A;
   int64_t n = A.rows, nb = la_batch(&A), ld = imax(1, n);
-  la_fail f = {INT64_MAX, 0};
-  atomic_bool failed_alloc = false;
+  la_fail f = LA_FAIL_NONE;
 #pragma omp parallel for schedule(dynamic) if (nb > 1 && LA_SMALL(n, n))
   for (int64_t b = 0; b < nb; b++) {
     void *x = la_buf(n, n, A.es);
     if (!x) {
-      failed_alloc = true;
+      f.oom = true;
       continue;
     }
     if (!la_finite(&A, b)) {
@@ -238,8 +222,7 @@ static ingot_status k_eigh(ingot_op_args *a) {
     }
     free(x);
   }
-  if (failed_alloc) return oom();
-  return f.member != INT64_MAX ? member_error(&f, "syevd/heevd") : INGOT_OK;
+  return la_batch_end(&f, member_error, "syevd/heevd");
 }
 
 /* LSTSQ: in[0] = A [*, m, n], in[1] = B [*, m, r] (batch broadcast); farg[0]
@@ -254,13 +237,12 @@ static ingot_status k_lstsq(ingot_op_args *a) {
   int64_t lda = imax(1, m), ldb = imax(1, imax(m, n));
   ingot_dtype rdt = la_real(A.dt);
   double rcond = a->farg[0];
-  la_fail f = {INT64_MAX, 0};
-  atomic_bool failed_alloc = false;
+  la_fail f = LA_FAIL_NONE;
 #pragma omp parallel for schedule(dynamic) if (nb > 1 && LA_SMALL(m, n))
   for (int64_t b = 0; b < nb; b++) {
     void *x = la_buf(m, n, A.es), *y = la_buf(ldb, r, A.es);
     if (!x || !y) {
-      failed_alloc = true;
+      f.oom = true;
     } else if (!la_finite(&A, b) || !la_finite(&Bm, b)) {
       la_fail_note(&f, b, LA_NONFINITE);
     } else {
@@ -297,8 +279,7 @@ static ingot_status k_lstsq(ingot_op_args *a) {
     free(x);
     free(y);
   }
-  if (failed_alloc) return oom();
-  return f.member != INT64_MAX ? member_error(&f, "gelsd") : INGOT_OK;
+  return la_batch_end(&f, member_error, "gelsd");
 }
 
 /* CONJ: out[0] = conj(in[0]) (contiguous); real dtypes copy. */

@@ -6,10 +6,23 @@
 #define INGOT_CPU_LINALG_UTIL_H
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu.h"
+
+/* Zeroed column-major buffer of rows x cols elements of es bytes (never
+ * size 0, so NULL always means out of memory). */
+static inline void *la_buf(int64_t rows, int64_t cols, size_t es) {
+  return calloc((size_t)(rows * cols > 1 ? rows * cols : 1), es);
+}
+
+/* The error of a batch loop whose workspace allocation failed. */
+static inline ingot_status la_oom(void) {
+  return ingot_set_error(INGOT_ERR_OOM, "out of host memory for a linear-algebra workspace");
+}
 
 /* memset that accepts the NULL data of an empty tensor. */
 static inline void la_zero(void *p, size_t n) {
@@ -134,11 +147,27 @@ static inline bool la_finite(const la_mat *m, int64_t b) {
   return true;
 }
 
-/* First failing member of a parallel batch loop and its LAPACK info. */
+/* Outcome of a parallel batch loop: the first failing member and its
+ * LAPACK info, and whether any member ran out of workspace memory. */
 typedef struct la_fail {
   int64_t member;
   int64_t info;
+  atomic_bool oom;
 } la_fail;
+
+/* No member has failed yet. */
+#define LA_FAIL_NONE \
+  { INT64_MAX, 0, false }
+
+/* The error of a failed member; what names the routine. */
+typedef ingot_status (*la_report)(const la_fail *f, const char *what);
+
+/* Status of a finished batch loop: out of memory first, then the first
+ * failed member through report (NULL: failed members are no error). */
+static inline ingot_status la_batch_end(const la_fail *f, la_report report, const char *what) {
+  if (f->oom) return la_oom();
+  return report && f->member != INT64_MAX ? report(f, what) : INGOT_OK;
+}
 
 static inline void la_fail_note(la_fail *f, int64_t member, int64_t info) {
 #pragma omp critical(la_fail)

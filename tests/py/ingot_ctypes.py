@@ -116,9 +116,16 @@ _proto = {
     "ingot_live_tensors": (I64, []),
     "ingot_promote_types": (I, [I, I]),
 }
-for _k, (_r, _a) in _proto.items():
-    getattr(lib, _k).restype = _r
-    getattr(lib, _k).argtypes = _a
+
+
+def declare(protos):
+    """Set restype and argtypes of lib functions from {name: (restype, [argtypes])}."""
+    for name, (restype, argtypes) in protos.items():
+        getattr(lib, name).restype = restype
+        getattr(lib, name).argtypes = argtypes
+
+
+declare(_proto)
 
 
 def tensor(arr, dtype=None, device=CPU):

@@ -29,6 +29,17 @@ def qtable(name, rows, kblocks, rng):
     return tid, cols, np.ascontiguousarray(wq).reshape(rows, -1), w64
 
 
+def qcase_special(name, rows, kblocks, m, specials, rng_seed):
+    """qtable(name, rows, kblocks) and an m x cols float32 x drawn from one
+    rng, with x[i, j] = v for each (i, j): v in specials (NaN, infinity)."""
+    rng = np.random.default_rng(rng_seed)
+    tid, cols, wq, w64 = qtable(name, rows, kblocks, rng)
+    x = rng.standard_normal((m, cols)).astype(np.float32)
+    for (i, j), v in specials.items():
+        x[i, j] = v
+    return tid, cols, wq, w64, x
+
+
 def rms_norm_ref(x, w, eps):
     """float32 numpy rms_norm of x (any float dtype), rounded to x's dtype."""
     xf = x.astype(np.float32)

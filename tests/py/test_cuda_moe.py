@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 
 from cuda_diff import CUDA, OUT_SLOT, diff, needs_cuda, to_device
-from ingot_ctypes import (Device, IngotError, P, call, lib, out_ptr, take, tensor, to_numpy,
-                          transposed)
+from ingot_ctypes import (Device, IngotError, P, call, declare, lib, out_ptr, take, tensor,
+                          to_numpy, transposed)
 from moe_ref import BF16, F8, F16, F32, WDTS, dot_tol, rand_ids, rand_weights
 
 pytestmark = needs_cuda
@@ -31,16 +31,13 @@ pytestmark = needs_cuda
 RNG = np.random.default_rng(11)
 NAMES = {BF16: "bf16", F16: "f16", F32: "f32", F8: "f8"}
 
-lib.ingot_graph_begin.argtypes = [Device]
-lib.ingot_graph_begin.restype = ctypes.c_int
-lib.ingot_graph_end.argtypes = [Device]
-lib.ingot_graph_end.restype = P
-lib.ingot_graph_replay.argtypes = [P]
-lib.ingot_graph_replay.restype = ctypes.c_int
-lib.ingot_graph_destroy.argtypes = [P]
-lib.ingot_graph_destroy.restype = None
-lib.ingot_synchronize.argtypes = [Device]
-lib.ingot_synchronize.restype = ctypes.c_int
+declare({
+    "ingot_graph_begin": (ctypes.c_int, [Device]),
+    "ingot_graph_end": (P, [Device]),
+    "ingot_graph_replay": (ctypes.c_int, [P]),
+    "ingot_graph_destroy": (None, [P]),
+    "ingot_synchronize": (ctypes.c_int, [Device]),
+})
 
 
 def opt(t):

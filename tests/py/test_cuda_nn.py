@@ -19,7 +19,7 @@ import pytest
 
 from cuda_diff import CUDA, diff, needs_cuda
 from ingot_ctypes import call, lib, strided, tensor, to_numpy
-from nn_cases import FLOATS, QTYPES, qtable, seed
+from nn_cases import FLOATS, QTYPES, qcase_special, qtable, seed
 from test_quant import TYPES, random_blocks
 
 pytestmark = needs_cuda
@@ -126,11 +126,7 @@ def test_qmatmul_unaligned(name, m, woff, xoff):
 
 
 def test_qmatmul_strided_x_and_special():
-    rng = np.random.default_rng(5)
-    tid, cols, wq, w64 = qtable("Q4_K", 13, 2, rng)
-    x = rng.standard_normal((4, cols)).astype(np.float32)
-    x[1, 7] = np.nan
-    x[2, 9] = np.inf
+    tid, cols, wq, w64, x = qcase_special("Q4_K", 13, 2, 4, {(1, 7): np.nan, (2, 9): np.inf}, 5)
     want = to_numpy(call("ingot_qmatmul", tensor(x), tensor(wq), tid, cols))
     got = to_numpy(call("ingot_qmatmul", call("ingot_to", strided(x), CUDA),
                         call("ingot_to", tensor(wq), CUDA), tid, cols))

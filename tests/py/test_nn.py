@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from ingot_ctypes import IngotError, call, strided, tensor, to_numpy
-from nn_cases import FLOATS, QTYPES, qtable, rms_norm_ref, seed, swiglu_ref
+from nn_cases import FLOATS, QTYPES, qcase_special, qtable, rms_norm_ref, seed, swiglu_ref
 
 MS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 33]
 RTOL = {"float32": 1e-5, "bfloat16": 1e-2, "float16": 2e-3}
@@ -48,11 +48,7 @@ def test_qmatmul_strided_x_and_larger(name):
 
 
 def test_qmatmul_special_values():
-    rng = np.random.default_rng(3)
-    tid, cols, wq, w64 = qtable("Q4_1", 5, 2, rng)
-    x = rng.standard_normal((2, cols)).astype(np.float32)
-    x[0, 3] = np.nan
-    x[1, 5] = np.inf
+    tid, cols, wq, w64, x = qcase_special("Q4_1", 5, 2, 2, {(0, 3): np.nan, (1, 5): np.inf}, 3)
     y = to_numpy(call("ingot_qmatmul", tensor(x), tensor(wq), tid, cols))
     ref = x.astype(np.float64) @ w64.T
     assert np.isnan(y[0]).all()

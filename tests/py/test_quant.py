@@ -14,21 +14,18 @@ import pytest
 from gguf import GGMLQuantizationType as GT
 from gguf import quants
 
-from ingot_ctypes import lib
+from ingot_ctypes import declare, lib
 
 P, I, I64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
-lib.ingot_ggml_type_name.argtypes = [I]
-lib.ingot_ggml_type_name.restype = ctypes.c_char_p
-lib.ingot_ggml_block_size.argtypes = [I]
-lib.ingot_ggml_block_size.restype = I64
-lib.ingot_ggml_type_size.argtypes = [I]
-lib.ingot_ggml_type_size.restype = ctypes.c_size_t
-lib.ingot_ggml_row_size.argtypes = [I, I64]
-lib.ingot_ggml_row_size.restype = ctypes.c_size_t
-lib.ingot_ggml_dequantize.argtypes = [I, P, P, I64]
-lib.ingot_ggml_dequantize.restype = I
-lib.ingot_ggml_matvec.argtypes = [I, P, I64, I64, P, I64, P]
-lib.ingot_ggml_matvec.restype = I
+declare({
+    "ingot_ggml_type_name": (ctypes.c_char_p, [I]),
+    "ingot_ggml_block_size": (I64, [I]),
+    "ingot_ggml_type_size": (ctypes.c_size_t, [I]),
+    "ingot_ggml_row_size": (ctypes.c_size_t, [I, I64]),
+    "ingot_ggml_dequantize": (I, [I, P, P, I64]),
+    "ingot_ggml_matvec": (I, [I, P, I64, I64, P, I64, P]),
+    "ingot_ggml_matvec_q8": (I, [I, P, I64, I64, P, I64, P]),
+})
 
 ERR_ARG, ERR_DTYPE = 1, 3
 
@@ -88,19 +85,25 @@ def dequant(name, data, n):
     return out
 
 
-def matvec(name, wq, rows, cols, x, nx, isa=None):
+def run_matvec(fn, name, wq, rows, cols, x, nx, isa):
+    """y = x @ W^T through fn (a matvec entry point) under INGOT_QUANT_ISA=isa
+    (the environment is restored afterwards)."""
     y = np.full(nx * rows, np.nan, np.float32)
     old = os.environ.pop("INGOT_QUANT_ISA", None)
     if isa:
         os.environ["INGOT_QUANT_ISA"] = isa
     try:
-        st = lib.ingot_ggml_matvec(TYPES[name][0], ptr(wq), rows, cols, ptr(x), nx, ptr(y))
+        st = fn(TYPES[name][0], ptr(wq), rows, cols, ptr(x), nx, ptr(y))
     finally:
         os.environ.pop("INGOT_QUANT_ISA", None)
         if old is not None:
             os.environ["INGOT_QUANT_ISA"] = old
     assert st == 0, lib.ingot_last_error()
     return y.reshape(nx, rows)
+
+
+def matvec(name, wq, rows, cols, x, nx, isa=None):
+    return run_matvec(lib.ingot_ggml_matvec, name, wq, rows, cols, x, nx, isa)
 
 
 def check_matvec(y, w64, x):
@@ -335,10 +338,6 @@ def test_errors():
 # f16), then the exact block sums d_w * d_x * sum(q_w q_x) (+ m_w * s_x) in
 # float64; tolerance 1e-5 relative to the sum of |products| (float32
 # accumulation in any order).
-lib.ingot_ggml_matvec_q8.argtypes = [I, P, I64, I64, P, I64, P]
-lib.ingot_ggml_matvec_q8.restype = I
-
-
 def quantize_q8_1_ref(x):
     xb = x.astype(np.float32).reshape(-1, 32)
     amax = np.abs(xb).max(axis=1)
@@ -382,18 +381,7 @@ def q8_reference(name, wq, rows, cols, x):
 
 
 def matvec_q8(name, wq, rows, cols, x, nx, isa=None):
-    y = np.full(nx * rows, np.nan, np.float32)
-    old = os.environ.pop("INGOT_QUANT_ISA", None)
-    if isa:
-        os.environ["INGOT_QUANT_ISA"] = isa
-    try:
-        st = lib.ingot_ggml_matvec_q8(TYPES[name][0], ptr(wq), rows, cols, ptr(x), nx, ptr(y))
-    finally:
-        os.environ.pop("INGOT_QUANT_ISA", None)
-        if old is not None:
-            os.environ["INGOT_QUANT_ISA"] = old
-    assert st == 0, lib.ingot_last_error()
-    return y.reshape(nx, rows)
+    return run_matvec(lib.ingot_ggml_matvec_q8, name, wq, rows, cols, x, nx, isa)
 
 
 def check_q8(name, wq, rows, cols, x, isa=None):
