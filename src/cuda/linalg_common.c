@@ -14,6 +14,8 @@
 #include "linalg_cuda.h"
 
 #define LA_MAX_DEV 64
+/* Largest info read through the pinned buffer (bigger ones use malloc). */
+#define LA_PINNED_INFO_MAX ((size_t)1 << 22)
 
 typedef struct la_dev {
   pthread_mutex_t mu;
@@ -22,6 +24,8 @@ typedef struct la_dev {
   cusolverDnParams_t params;
   unsigned long long *fail_dev, *fail_host; /* la_fail_word: device word, pinned copy */
   unsigned long long epoch;
+  int *info_host; /* pinned, info_cap bytes: la_first_failure's reads */
+  size_t info_cap;
 } la_dev;
 static la_dev g_la[LA_MAX_DEV];
 static pthread_once_t g_la_once = PTHREAD_ONCE_INIT;
@@ -139,19 +143,80 @@ ingot_tensor *la_fresh_copy(const ingot_tensor *t) {
   return c;
 }
 
-/* A fresh column-major copy of t's matrices (a row-major [*, cols, rows]). */
+/* Stride between the matrices of t when its batch dims collapse into one
+ * (any value for a single matrix), else -1. */
+static int64_t batch_stride(const ingot_tensor *t) {
+  int nd = ingot_ndim(t);
+  const int64_t *sh = ingot_shape(t), *sd = ingot_strides(t);
+  if (nd == 2) return 0;
+  for (int d = nd - 4; d >= 0; d--)
+    if (sd[d] != sd[d + 1] * sh[d + 1]) return -1;
+  return sd[nd - 3];
+}
+
+/* out (contiguous [*, M, N]) = the M x N matrices held column-major in cm
+ * ([*, N, M] with unit last stride, any row stride), by our tiled kernel;
+ * false (nothing done) when the layouts do not allow it. */
+static bool tiled_transpose(ingot_tensor *out, const ingot_tensor *cm, bool conj, bool triu,
+                            ingot_status *st) {
+  int nd = ingot_ndim(cm);
+  int64_t batch, N, M, sb = batch_stride(cm);
+  la_dims(cm, &batch, &N, &M);
+  if (!ingot_is_contiguous(out) || ingot_dtype_of(out) != ingot_dtype_of(cm) || sb < 0 ||
+      ingot_strides(cm)[nd - 1] != 1 || ingot_numel(out) != batch * M * N ||
+      ingot_size(out, -2) != M || (M + 31) / 32 > 65535)
+    return false;
+  int dev = ingot_device_of(out).index;
+  *st = cuda_check(
+      cuda_la_transpose(ingot_dtype_of(out), ingot_tensor_data(out), ingot_tensor_data(cm), batch,
+                        M, N, ingot_strides(cm)[nd - 2], sb, conj, triu, cuda_current_stream(dev)),
+      "transpose");
+  return true;
+}
+
 ingot_tensor *la_colmajor(const ingot_tensor *t) {
+  int nd = ingot_ndim(t);
+  int64_t sh[INGOT_MAX_DIMS];
+  memcpy(sh, ingot_shape(t), sizeof(int64_t) * (size_t)nd);
+  sh[nd - 2] = ingot_shape(t)[nd - 1];
+  sh[nd - 1] = ingot_shape(t)[nd - 2];
+  /* t row-major [*, r, c] is column-major [*, c, r]: the tiled kernel writes
+   * its transpose; other layouts through the generic copy of a view */
+  if (ingot_is_contiguous(t)) {
+    ingot_tensor *c = ingot_empty(nd, sh, ingot_dtype_of(t), ingot_device_of(t));
+    ingot_status st = INGOT_OK;
+    if (c && tiled_transpose(c, t, false, false, &st)) {
+      if (!st) return c;
+      ingot_release(c);
+      return NULL;
+    }
+    ingot_release(c);
+  }
   ingot_tensor *v = ingot_transpose(t, -2, -1), *c = v ? la_fresh_copy(v) : NULL;
   ingot_release(v);
   return c;
 }
 
-/* out [*, m, n] (contiguous) = the matrices held column-major in cm. */
-ingot_status la_store_colmajor(ingot_tensor *out, const ingot_tensor *cm) {
-  ingot_tensor *v = ingot_transpose(cm, -2, -1);
-  ingot_status st = v ? ingot_copy_(out, v) : ingot_last_status();
+ingot_status la_transpose_into(ingot_tensor *out, const ingot_tensor *cm, bool conj, bool triu) {
+  ingot_status st = INGOT_OK;
+  if (tiled_transpose(out, cm, conj, triu, &st)) return st;
+  ingot_tensor *v = ingot_transpose(cm, -2, -1), *u = v && triu ? ingot_triu(v, 0) : NULL;
+  st = !v || (triu && !u) ? ingot_last_status() : ingot_copy_(out, triu ? u : v);
+  ingot_release(u);
   ingot_release(v);
+  if (!st && conj) {
+    ingot_dtype dt = ingot_dtype_of(out);
+    int dev = ingot_device_of(out).index;
+    if (dt == INGOT_C64 || dt == INGOT_C128)
+      st = cuda_check(
+          cuda_conj_inplace(dt, ingot_tensor_data(out), ingot_numel(out), cuda_current_stream(dev)),
+          "conj");
+  }
   return st;
+}
+
+ingot_status la_store_colmajor(ingot_tensor *out, const ingot_tensor *cm) {
+  return la_transpose_into(out, cm, false, false);
 }
 
 char *la_member(const ingot_tensor *t, int64_t b, int64_t elems) {
@@ -177,14 +242,23 @@ bool la_first_failure(la_ctx *c, const int *info, int64_t batch, int64_t *member
                       ingot_status *st) {
   *st = INGOT_OK;
   if (batch == 0) return false;
-  int *h = malloc(sizeof(int) * (size_t)batch);
+  la_dev *g = &g_la[c->dev];
+  size_t bytes = sizeof(int) * (size_t)batch;
+  if (g->info_cap < bytes && bytes <= LA_PINNED_INFO_MAX) { /* pinned: a fast small read */
+    if (g->info_host) cudaFreeHost(g->info_host);
+    g->info_cap = bytes < 4096 ? 4096 : bytes;
+    if (cudaMallocHost((void **)&g->info_host, g->info_cap) != cudaSuccess) {
+      cudaGetLastError();
+      g->info_host = NULL;
+      g->info_cap = 0;
+    }
+  }
+  int *h = g->info_cap >= bytes ? g->info_host : malloc(bytes);
   if (!h) {
     *st = ingot_set_error(INGOT_ERR_OOM, "linalg: out of host memory");
     return false;
   }
-  *st = cuda_check(
-      cudaMemcpyAsync(h, info, sizeof(int) * (size_t)batch, cudaMemcpyDeviceToHost, c->s),
-      "copy info");
+  *st = cuda_check(cudaMemcpyAsync(h, info, bytes, cudaMemcpyDeviceToHost, c->s), "copy info");
   if (!*st) *st = cuda_check(cudaStreamSynchronize(c->s), "sync");
   bool found = false;
   for (int64_t b = 0; !*st && b < batch && !found; b++)
@@ -193,7 +267,7 @@ bool la_first_failure(la_ctx *c, const int *info, int64_t batch, int64_t *member
       *value = h[b];
       found = true;
     }
-  free(h);
+  if (h != g->info_host) free(h);
   return found;
 }
 

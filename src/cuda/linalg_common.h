@@ -52,6 +52,9 @@ ingot_tensor *la_fresh_copy(const ingot_tensor *t);
 ingot_tensor *la_colmajor(const ingot_tensor *t);
 /* out [*, m, n] (contiguous) = the matrices held column-major in cm. */
 ingot_status la_store_colmajor(ingot_tensor *out, const ingot_tensor *cm);
+/* The same, conjugated when conj, the part below the diagonal zeroed when
+ * triu (one pass: src/cuda/linalg_transpose.cu). */
+ingot_status la_transpose_into(ingot_tensor *out, const ingot_tensor *cm, bool conj, bool triu);
 /* Address of member b of contiguous t, members of `elems` elements. */
 char *la_member(const ingot_tensor *t, int64_t b, int64_t elems);
 /* Allocate / free the workspace sized in w (device from the caching allocator). */

@@ -34,6 +34,12 @@ cudaError_t cuda_inv_small(int dt, const void *a, void *out, int64_t batch, int 
 /* dst[i] = (int64) src[i] or back, n elements. */
 cudaError_t cuda_pivots_i64_to_i32(int32_t *dst, const int64_t *src, int64_t n, cudaStream_t s);
 cudaError_t cuda_pivots_i32_to_i64(int64_t *dst, const int32_t *src, int64_t n, cudaStream_t s);
+/* dst [batch, m, n] (contiguous) = the column-major m x n matrices of src
+ * (element (i, j) at src[b * sb + j * ld + i]), conjugated when conj
+ * (complex dt), zero below the diagonal when triu. Needs m <= 32 * 65535. */
+cudaError_t cuda_la_transpose(int dt, void *dst, const void *src, int64_t batch, int64_t m,
+                              int64_t n, int64_t ld, int64_t sb, int conj, int triu,
+                              cudaStream_t s);
 /* In place: negate every imaginary part of n complex elements (dt c64/c128). */
 cudaError_t cuda_conj_inplace(int dt, void *x, int64_t n, cudaStream_t s);
 

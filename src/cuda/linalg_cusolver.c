@@ -65,7 +65,7 @@ static ingot_status k_lu_factor(ingot_op_args *a) {
   int64_t k = m < n ? m : n;
   ingot_tensor *buf = la_colmajor(a->in[0]);
   int64_t *piv64 = buf ? la_scratch(&c, batch * k, 8, false, &st) : NULL;
-  int *info = piv64 ? la_scratch(&c, batch, sizeof(int), true, &st) : NULL;
+  int *info = piv64 ? la_scratch(&c, batch, sizeof(int), false, &st) : NULL; /* getrf sets */
   if (!buf) st = ingot_last_status();
   if (!st && m * n > 0) st = getrf_all(&c, buf, batch, m, n, piv64, info);
   if (!st)
@@ -453,7 +453,7 @@ static ingot_status k_qr(ingot_op_args *a) {
   ingot_dtype dt = ingot_dtype_of(a->in[0]);
   size_t es = ingot_dtype_size(dt);
   cudaDataType ty = la_type(dt);
-  ingot_tensor *buf = la_colmajor(a->in[0]), *qb = NULL, *rv = NULL, *rn = NULL, *rt = NULL;
+  ingot_tensor *buf = la_colmajor(a->in[0]), *qb = NULL, *rv = NULL;
   char *tau = buf ? la_scratch(&c, batch * k, es, false, &st) : NULL;
   int *info = tau ? la_scratch(&c, batch, sizeof(int), false, &st) : NULL;
   if (!buf) st = ingot_last_status();
@@ -469,12 +469,10 @@ static ingot_status k_qr(ingot_op_args *a) {
                                        w.host_bytes, info + b),
                       "geqrf");
   la_ws_free(&c, &w);
-  /* R: rows 0..qc of the factored A (row-major view), upper triangle. */
+  /* R: the upper triangle of rows 0..qc of the factored A (column-major). */
   if (!st) {
-    rv = ingot_transpose(buf, -2, -1);
-    rn = rv ? ingot_narrow(rv, -2, 0, mode == 2 ? k : qc) : NULL;
-    rt = rn ? ingot_triu(rn, 0) : NULL;
-    st = rt ? ingot_copy_(a->out[1], rt) : ingot_last_status();
+    rv = ingot_narrow(buf, -1, 0, mode == 2 ? k : qc);
+    st = rv ? la_transpose_into(a->out[1], rv, false, true) : ingot_last_status();
   }
   if (!st && mode != 2 && m > 0 && qc > 0) {
     if (qc <= n) {
@@ -503,8 +501,6 @@ static ingot_status k_qr(ingot_op_args *a) {
   }
   if (tau) cuda_scratch_free(c.dev, tau, c.s);
   if (info) cuda_scratch_free(c.dev, info, c.s);
-  ingot_release(rt);
-  ingot_release(rn);
   ingot_release(rv);
   ingot_release(qb);
   ingot_release(buf);

@@ -277,8 +277,7 @@ ingot_status cuda_linalg_svd(ingot_op_args *a) {
   }
   if (!st && k > 0 && fast) st = fast_all(&j, algo, e, bad);
   if (!st && k > 0 && fast && uv) { /* VT = V^H: column-major V^T, conjugated */
-    st = la_store_colmajor(j.vb, j.vt);
-    if (!st) st = la_conj_tensor(&c, j.vb);
+    st = la_transpose_into(j.vb, j.vt, true, false);
   }
   if (!st && k > 0) st = gesvd_all(&j, a->in[0], e, bad, fast);
   for (int64_t b = 0; !st && k > 0 && b < batch; b++)
