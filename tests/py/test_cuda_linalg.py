@@ -7,9 +7,10 @@ import zlib
 
 import numpy as np
 import pytest
+import scipy.linalg as sla
 from cuda_diff import CUDA, needs_cuda, to_device
 from ingot_ctypes import IngotError, tensor, transposed
-from linalg_checks import (ALL_CHECKS, DTYPES, LA_NAMES, QUIET, adj, check_svd,
+from linalg_checks import (ALL_CHECKS, DTYPES, LA_NAMES, QUIET, adj, check_svd, close,
                            check_svd_adversarial, check_svd_nonfinite, la, randm, svd_ok, tol,
                            well_conditioned)
 
@@ -131,3 +132,30 @@ def test_cuda_svd_algo_unknown(monkeypatch):
     monkeypatch.setenv("INGOT_SVD_ALGO", "qr")
     with pytest.raises(IngotError, match="INGOT_SVD_ALGO=qr"):
         la("svdvals", mk(np.eye(3, dtype=np.float32)))
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=[LA_NAMES[d] for d in DTYPES])
+@pytest.mark.parametrize("shape", [(2, 3, 70, 45), (45, 100), (33, 33), (129, 64)])
+def test_cuda_transposing_copies_cross_tiles(dt, shape):
+    """QR (reduced and complete), LU and SVD on sizes that cross the 32 x 32
+    tiles of the row-/column-major copies (ragged edges, two batch dims,
+    tall and wide), contiguous and transposed inputs, against numpy/scipy."""
+    rng = np.random.default_rng(sum(shape))
+    a = randm(rng, shape, dt)
+    m, n = shape[-2:]
+    k = min(m, n)
+    cplx = np.iscomplexobj(a)
+    for t in (mk(a), mk_t(a)):
+        for mode, qc in ((0, k), (1, m)):
+            q, r = la("qr", t, mode, nout=1)
+            assert q.shape == shape[:-2] + (m, qc) and r.shape == shape[:-2] + (qc, n)
+            close(q @ r, a, dt, scale=float(np.abs(a).max()) * k)
+            close(adj(q) @ q, np.broadcast_to(np.eye(qc), q.shape[:-2] + (qc, qc)), dt, scale=k)
+            np.testing.assert_array_equal(np.tril(r, -1), 0)
+        lu, piv = la("lu_factor", t, nout=1)
+        for idx in np.ndindex(shape[:-2]):
+            rlu, rpiv = sla.lu_factor(a[idx].astype(np.complex128 if cplx else np.float64))
+            np.testing.assert_array_equal(piv[idx], rpiv[:k] + 1)
+            close(lu[idx], rlu.astype(dt), dt, scale=float(np.abs(rlu).max()) * k)
+    for full in (False, True):
+        svd_ok(a, dt, full, mk)
