@@ -9,8 +9,8 @@
  *            for small and medium sizes; info reports non-convergence.
  * INGOT_SVD_ALGO=gesvd|gesvdp|gesvdj|auto (read at each call) picks one;
  * auto (the default) takes gesvdp from SVD_FAST_MIN columns up, gesvd below.
- * A member the fast algorithm fails on (info != 0, or h_err_sigma above
- * 16 eps max(m, n) of the scaled A) is recomputed by gesvd from the input;
+ * A member the fast algorithm fails on (info != 0, a zero matrix, or
+ * h_err_sigma above 16 eps max(m, n) sigma_max) is recomputed by gesvd;
  * INGOT_SVD_VERBOSE=1 prints each such fallback to stderr.
  *
  * Layout: cuSOLVER wants rows >= cols. Wide or square A: its row-major
@@ -149,12 +149,16 @@ static ingot_status gesvdj_member(svd_job *j, gesvdjInfo_t p, int64_t b, void *w
 }
 
 /* The fast algorithm on every member; bad[b] set where its result is not
- * to be trusted (info != 0, or gesvdp's perturbation too large). */
+ * to be trusted: info != 0, a zero (or non-finite) largest singular value,
+ * or a gesvdp perturbation above 16 eps max(m, n) sigma_max (the error
+ * gesvd itself is allowed). */
 static ingot_status fast_all(svd_job *j, svd_algo algo, const int *e, bool *bad) {
   ingot_status st = INGOT_OK;
+  size_t res = ingot_dtype_size(j->rdt);
   double *err = calloc((size_t)j->batch, sizeof(double));
   int *h = malloc(sizeof(int) * (size_t)j->batch);
-  if (!err || !h) st = ingot_set_error(INGOT_ERR_OOM, "svd: out of host memory");
+  char *s0 = malloc(res * (size_t)j->batch);
+  if (!err || !h || !s0) st = ingot_set_error(INGOT_ERR_OOM, "svd: out of host memory");
   la_ws w = {0};
   gesvdjInfo_t p = NULL;
   int lwork = 0;
@@ -179,18 +183,27 @@ static ingot_status fast_all(svd_job *j, svd_algo algo, const int *e, bool *bad)
     st = cuda_check(cudaMemcpyAsync(h, j->info, sizeof(int) * (size_t)j->batch,
                                     cudaMemcpyDeviceToHost, j->c->s),
                     "copy info");
+  if (!st) /* each member's largest singular value (the first) */
+    st = cuda_check(cudaMemcpy2DAsync(s0, res, s_member(j, 0), res * (size_t)j->C, res,
+                                      (size_t)j->batch, cudaMemcpyDeviceToHost, j->c->s),
+                    "copy s");
   if (!st) st = cuda_check(cudaStreamSynchronize(j->c->s), "sync");
-  double thr = 16 * (j->rdt == INGOT_F32 ? FLT_EPSILON : DBL_EPSILON) * (double)j->R;
+  double eps = j->rdt == INGOT_F32 ? FLT_EPSILON : DBL_EPSILON;
   bool verbose = getenv("INGOT_SVD_VERBOSE") && atoi(getenv("INGOT_SVD_VERBOSE"));
   for (int64_t b = 0; !st && b < j->batch; b++) {
-    bad[b] = h[b] != 0 || !(err[b] <= thr);
+    double smax = j->rdt == INGOT_F32 ? ((float *)s0)[b] : ((double *)s0)[b];
+    bad[b] =
+        h[b] != 0 || !(smax > 0 && smax < INFINITY) || !(err[b] <= 16 * eps * (double)j->R * smax);
     if (bad[b] && verbose)
-      fprintf(stderr, "ingot svd: member %lld (%lld x %lld): %s info %d, h_err_sigma %g: gesvd\n",
+      fprintf(stderr,
+              "ingot svd: member %lld (%lld x %lld): %s info %d, h_err_sigma %g, s_max %g: "
+              "gesvd\n",
               (long long)b, (long long)j->R, (long long)j->C,
-              algo == SVD_GESVDP ? "gesvdp" : "gesvdj", h[b], err[b]);
+              algo == SVD_GESVDP ? "gesvdp" : "gesvdj", h[b], err[b], smax);
   }
   free(err);
   free(h);
+  free(s0);
   return st;
 }
 
