@@ -273,11 +273,11 @@ ingot_status cuda_linalg_svd(ingot_op_args *a) {
   svd_algo want;
   st = svd_algo_env(&want);
   svd_algo algo = svd_pick(want, &j);
-  bool fast = algo != SVD_GESVD;
-  int *e = !st && k > 0 ? la_member_exponents(a->in[0], batch, &st) : NULL;
-  bool *bad = !st && k > 0 && fast ? calloc((size_t)batch, sizeof(bool)) : NULL;
-  if (!st && k > 0 && fast && !bad) st = ingot_set_error(INGOT_ERR_OOM, "svd: out of host memory");
-  if (!st && k > 0) {
+  bool fast = algo != SVD_GESVD, run = k > 0 && batch > 0;
+  int *e = !st && run ? la_member_exponents(a->in[0], batch, &st) : NULL;
+  bool *bad = !st && run && fast ? calloc((size_t)batch, sizeof(bool)) : NULL;
+  if (!st && run && fast && !bad) st = ingot_set_error(INGOT_ERR_OOM, "svd: out of host memory");
+  if (!st && run) {
     ingot_device dev = ingot_device_of(a->in[0]);
     int64_t ush[3] = {batch, j.ucols, j.R}, vsh[3] = {batch, j.C, j.C}; /* column-major */
     j.buf = tall ? la_colmajor(a->in[0]) : la_fresh_copy(a->in[0]);
@@ -288,14 +288,14 @@ ingot_status cuda_linalg_svd(ingot_op_args *a) {
       st = ingot_last_status();
     if (!st) j.info = la_scratch(&c, batch, sizeof(int), true, &st);
   }
-  if (!st && k > 0 && fast) st = fast_all(&j, algo, e, bad);
-  if (!st && k > 0 && fast && uv) { /* VT = V^H: column-major V^T, conjugated */
+  if (!st && run && fast) st = fast_all(&j, algo, e, bad);
+  if (!st && run && fast && uv) { /* VT = V^H: column-major V^T, conjugated */
     st = la_transpose_into(j.vb, j.vt, true, false);
   }
-  if (!st && k > 0) st = gesvd_all(&j, a->in[0], e, bad, fast);
-  for (int64_t b = 0; !st && k > 0 && b < batch; b++)
+  if (!st && run) st = gesvd_all(&j, a->in[0], e, bad, fast);
+  for (int64_t b = 0; !st && run && b < batch; b++)
     st = la_scale_pow2(&c, j.rdt, s_member(&j, b), k, e[b]);
-  if (!st && uv && k > 0) {
+  if (!st && uv && run) {
     /* U (R x ucols) and V^H (C x C), column-major, into 3-d views of the outputs. */
     ingot_tensor *U3 = ingot_reshape(a->out[1], 3, (int64_t[]){batch, m, full ? m : k});
     ingot_tensor *V3 = ingot_reshape(a->out[2], 3, (int64_t[]){batch, full ? n : k, n});
@@ -321,7 +321,7 @@ ingot_status cuda_linalg_svd(ingot_op_args *a) {
   }
   int64_t badm;
   int v;
-  if (!st && k > 0 && la_first_failure(&c, j.info, batch, &badm, &v, &st))
+  if (!st && run && la_first_failure(&c, j.info, batch, &badm, &v, &st))
     st = ingot_set_error(INGOT_ERR_NUMERIC,
                          "batch member %lld: the SVD (gesvd) did not converge "
                          "(info %d)",
