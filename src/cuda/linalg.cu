@@ -147,6 +147,15 @@ __global__ void conj_kernel(R *x, int64_t n) {
     x[2 * i + 1] = -x[2 * i + 1];
 }
 
+// x[i] *= 2^(sign * e[member of i]): exact (ldexp), at any exponent.
+template <class R>
+__global__ void scale_members_kernel(R *x, int64_t n, int64_t per, const int *__restrict__ e,
+                                     int sign) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    x[i] = ldexp(x[i], sign * e[i / per]);
+}
+
 unsigned grid_for(int64_t n) {
   int64_t g = (n + 255) / 256;
   return (unsigned)(g < 1 ? 1 : g > 65535 ? 65535 : g);
@@ -191,6 +200,17 @@ extern "C" cudaError_t cuda_pivots_i32_to_i64(int64_t *dst, const int32_t *src, 
                                               cudaStream_t s) {
   if (n == 0) return cudaSuccess;
   convert_kernel<<<grid_for(n), 256, 0, s>>>(dst, src, n);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuda_scale_members(int dt, void *x, int64_t batch, int64_t elems,
+                                          const int *e, int sign, cudaStream_t s) {
+  int64_t per = dt == INGOT_C64 || dt == INGOT_C128 ? 2 * elems : elems, n = batch * per;
+  if (n == 0) return cudaSuccess;
+  if (dt == INGOT_F32 || dt == INGOT_C64)
+    scale_members_kernel<<<grid_for(n), 256, 0, s>>>((float *)x, n, per, e, sign);
+  else
+    scale_members_kernel<<<grid_for(n), 256, 0, s>>>((double *)x, n, per, e, sign);
   return cudaGetLastError();
 }
 

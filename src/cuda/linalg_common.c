@@ -319,20 +319,3 @@ int *la_member_exponents(const ingot_tensor *A, int64_t batch, ingot_status *st)
   }
   return e;
 }
-
-/* x[0..n) *= 2^e (real scale of a real or complex buffer). */
-ingot_status la_scale_pow2(la_ctx *c, ingot_dtype dt, void *x, int64_t n, int e) {
-  float f = ldexpf(1.f, e);
-  double d = ldexp(1.0, e);
-  if (e == 0 || n == 0) return INGOT_OK;
-  switch (dt) {
-    case INGOT_F32:
-      return la_blas_check(cublasSscal(c->blas, (int)n, &f, x, 1), "scal");
-    case INGOT_F64:
-      return la_blas_check(cublasDscal(c->blas, (int)n, &d, x, 1), "scal");
-    case INGOT_C64:
-      return la_blas_check(cublasCsscal(c->blas, (int)n, &f, x, 1), "scal");
-    default:
-      return la_blas_check(cublasZdscal(c->blas, (int)n, &d, x, 1), "scal");
-  }
-}

@@ -71,7 +71,5 @@ ingot_status la_conj_tensor(la_ctx *c, ingot_tensor *t);
 /* Per member: the binary exponent e with max|a_ij| in [2^(e-1), 2^e) (0 for
  * a zero member) read to the host (a sync); fails on non-finite input. */
 int *la_member_exponents(const ingot_tensor *A, int64_t batch, ingot_status *st);
-/* x[0..n) *= 2^e (real scale of a real or complex buffer). */
-ingot_status la_scale_pow2(la_ctx *c, ingot_dtype dt, void *x, int64_t n, int e);
 
 #endif

@@ -40,6 +40,10 @@ cudaError_t cuda_pivots_i32_to_i64(int64_t *dst, const int32_t *src, int64_t n, 
 cudaError_t cuda_la_transpose(int dt, void *dst, const void *src, int64_t batch, int64_t m,
                               int64_t n, int64_t ld, int64_t sb, int conj, int triu,
                               cudaStream_t s);
+/* In place: each of `batch` contiguous members of `elems` elements of dt
+ * times 2^(sign * e[b]) (e on the device; exact, any exponent). */
+cudaError_t cuda_scale_members(int dt, void *x, int64_t batch, int64_t elems, const int *e,
+                               int sign, cudaStream_t s);
 /* In place: negate every imaginary part of n complex elements (dt c64/c128). */
 cudaError_t cuda_conj_inplace(int dt, void *x, int64_t n, cudaStream_t s);
 

@@ -6,9 +6,12 @@
  *            zero (rank-deficient, graded) and reports the perturbation in
  *            h_err_sigma; economy U only.
  *   gesvdj - one-sided Jacobi: accurate (even on graded matrices), fast
- *            for small and medium sizes; info reports non-convergence.
+ *            for small and medium sizes, one call for a whole batch of
+ *            matrices up to 32 x 32 (gesvdjBatched); info reports
+ *            non-convergence.
  * INGOT_SVD_ALGO=gesvd|gesvdp|gesvdj|auto (read at each call) picks one;
- * auto (the default) takes gesvdp from SVD_FAST_MIN columns up, gesvd below.
+ * auto (the default) takes gesvdp from SVD_FAST_MIN columns up, batched
+ * gesvdj for batches of matrices up to 32 x 32, gesvd otherwise.
  * A member the fast algorithm fails on (info != 0, a zero matrix, or
  * h_err_sigma above 16 eps max(m, n) sigma_max) is recomputed by gesvd;
  * INGOT_SVD_VERBOSE=1 prints each such fallback to stderr.
@@ -19,8 +22,8 @@
  * transposing copy). Tall A: a column-major copy, outputs transposed back.
  * gesvdp and gesvdj return V' (not V'^H): one transposing copy (+ conj)
  * makes the VT buffer. Each member is scaled by a power of two first
- * (exact; one amax read, a sync) so that x1e+-30 inputs neither overflow
- * nor lose the small singular values. */
+ * (exact, one kernel for the batch; one amax read, a sync) so that x1e+-30
+ * inputs neither overflow nor lose the small singular values. */
 #include <cusolverDn.h>
 #include <float.h>
 #include <limits.h>
@@ -36,6 +39,8 @@
 
 /* Smallest min(m, n) that auto sends to gesvdp. */
 #define SVD_FAST_MIN 128
+/* Largest max(m, n) of cuSOLVER's gesvdjBatched (one call for the batch). */
+#define SVD_JACOBI_BATCH_MAX 32
 
 typedef enum { SVD_AUTO, SVD_GESVD, SVD_GESVDP, SVD_GESVDJ } svd_algo;
 
@@ -59,11 +64,12 @@ static ingot_status svd_algo_env(svd_algo *out) {
 typedef struct svd_job {
   la_ctx *c;
   ingot_dtype dt, rdt;
-  int64_t batch, R, C, ucols;
-  bool uv, full, tall;              /* tall: buf is a column-major copy of A, else A's own layout */
-  ingot_tensor *buf, *ub, *vb, *vt; /* A, U (R x ucols), V^H (C x C), V (C x C) */
-  ingot_tensor *s;                  /* the singular values output [batch, C] */
-  int *info;                        /* device, one per member */
+  int64_t batch, R, C, ucols, ualloc; /* U's columns: wanted, held (batched gesvdj: all R) */
+  bool uv, full, tall, batched;       /* tall: buf is a column-major copy of A */
+  ingot_tensor *buf, *ub, *vb, *vt;   /* A, U (R x ualloc), V^H (C x C), V (C x C) */
+  ingot_tensor *s;                    /* the singular values output [batch, C] */
+  int *info;                          /* device, one per member */
+  int *e;                             /* device: each member's scaling exponent */
 } svd_job;
 
 static char *s_member(const svd_job *j, int64_t b) { return la_member(j->s, b, j->C); }
@@ -75,7 +81,7 @@ static void *opt_member(const ingot_tensor *t, int64_t b, int64_t elems) {
 static ingot_status gesvd_member(svd_job *j, la_ws *w, int64_t b, bool size_only) {
   cudaDataType ty = la_type(j->dt), rty = la_type(j->rdt);
   signed char jobu = !j->uv ? 'N' : j->full ? 'A' : 'S', jobv = !j->uv ? 'N' : 'A';
-  void *x = la_member(j->buf, b, j->R * j->C), *u = opt_member(j->ub, b, j->R * j->ucols),
+  void *x = la_member(j->buf, b, j->R * j->C), *u = opt_member(j->ub, b, j->R * j->ualloc),
        *v = opt_member(j->vb, b, j->C * j->C);
   if (size_only)
     return la_sol_check(cusolverDnXgesvd_bufferSize(j->c->sol, j->c->params, jobu, jobv, j->R, j->C,
@@ -92,7 +98,7 @@ static ingot_status gesvd_member(svd_job *j, la_ws *w, int64_t b, bool size_only
 static ingot_status gesvdp_member(svd_job *j, la_ws *w, int64_t b, bool size_only, double *err) {
   cudaDataType ty = la_type(j->dt), rty = la_type(j->rdt);
   cusolverEigMode_t jobz = j->uv ? CUSOLVER_EIG_MODE_VECTOR : CUSOLVER_EIG_MODE_NOVECTOR;
-  void *x = la_member(j->buf, b, j->R * j->C), *u = la_member(j->ub, b, j->R * j->ucols),
+  void *x = la_member(j->buf, b, j->R * j->C), *u = la_member(j->ub, b, j->R * j->ualloc),
        *v = la_member(j->vt, b, j->C * j->C);
   if (size_only)
     return la_sol_check(
@@ -111,7 +117,7 @@ static ingot_status gesvdp_member(svd_job *j, la_ws *w, int64_t b, bool size_onl
 static ingot_status gesvdj_member(svd_job *j, gesvdjInfo_t p, int64_t b, void *work, int *lwork) {
   cusolverEigMode_t jobz = j->uv ? CUSOLVER_EIG_MODE_VECTOR : CUSOLVER_EIG_MODE_NOVECTOR;
   int econ = j->ucols == j->C, m = (int)j->R, n = (int)j->C;
-  void *x = la_member(j->buf, b, j->R * j->C), *u = la_member(j->ub, b, j->R * j->ucols),
+  void *x = la_member(j->buf, b, j->R * j->C), *u = la_member(j->ub, b, j->R * j->ualloc),
        *v = la_member(j->vt, b, j->C * j->C), *s = s_member(j, b);
   int *info = j->info + b;
   cusolverDnHandle_t h = j->c->sol;
@@ -148,11 +154,56 @@ static ingot_status gesvdj_member(svd_job *j, gesvdjInfo_t p, int64_t b, void *w
   return la_sol_check(r, work ? "gesvdj" : "gesvdj buffer size");
 }
 
+/* gesvdjBatched (R, C <= 32) of all members in one call: U R x R into ub,
+ * V into vt. With work NULL, only *lwork (elements) is set. */
+static ingot_status gesvdj_batched(svd_job *j, gesvdjInfo_t p, void *work, int *lwork) {
+  cusolverEigMode_t jobz = j->uv ? CUSOLVER_EIG_MODE_VECTOR : CUSOLVER_EIG_MODE_NOVECTOR;
+  int m = (int)j->R, n = (int)j->C, nb = (int)j->batch;
+  void *x = ingot_tensor_data(j->buf), *u = ingot_tensor_data(j->ub), *v = ingot_tensor_data(j->vt),
+       *s = ingot_tensor_data(j->s);
+  cusolverDnHandle_t h = j->c->sol;
+  cusolverStatus_t r;
+  if (!work) switch (j->dt) {
+      case INGOT_F32:
+        r = cusolverDnSgesvdjBatched_bufferSize(h, jobz, m, n, x, m, s, u, m, v, n, lwork, p, nb);
+        break;
+      case INGOT_F64:
+        r = cusolverDnDgesvdjBatched_bufferSize(h, jobz, m, n, x, m, s, u, m, v, n, lwork, p, nb);
+        break;
+      case INGOT_C64:
+        r = cusolverDnCgesvdjBatched_bufferSize(h, jobz, m, n, x, m, s, u, m, v, n, lwork, p, nb);
+        break;
+      default:
+        r = cusolverDnZgesvdjBatched_bufferSize(h, jobz, m, n, x, m, s, u, m, v, n, lwork, p, nb);
+        break;
+    }
+  else
+    switch (j->dt) {
+      case INGOT_F32:
+        r = cusolverDnSgesvdjBatched(h, jobz, m, n, x, m, s, u, m, v, n, work, *lwork, j->info, p,
+                                     nb);
+        break;
+      case INGOT_F64:
+        r = cusolverDnDgesvdjBatched(h, jobz, m, n, x, m, s, u, m, v, n, work, *lwork, j->info, p,
+                                     nb);
+        break;
+      case INGOT_C64:
+        r = cusolverDnCgesvdjBatched(h, jobz, m, n, x, m, s, u, m, v, n, work, *lwork, j->info, p,
+                                     nb);
+        break;
+      default:
+        r = cusolverDnZgesvdjBatched(h, jobz, m, n, x, m, s, u, m, v, n, work, *lwork, j->info, p,
+                                     nb);
+        break;
+    }
+  return la_sol_check(r, work ? "gesvdjBatched" : "gesvdjBatched buffer size");
+}
+
 /* The fast algorithm on every member; bad[b] set where its result is not
  * to be trusted: info != 0, a zero (or non-finite) largest singular value,
  * or a gesvdp perturbation above 16 eps max(m, n) sigma_max (the error
  * gesvd itself is allowed). */
-static ingot_status fast_all(svd_job *j, svd_algo algo, const int *e, bool *bad) {
+static ingot_status fast_all(svd_job *j, svd_algo algo, bool *bad) {
   ingot_status st = INGOT_OK;
   size_t res = ingot_dtype_size(j->rdt);
   double *err = calloc((size_t)j->batch, sizeof(double));
@@ -167,16 +218,19 @@ static ingot_status fast_all(svd_job *j, svd_algo algo, const int *e, bool *bad)
     if (!st) st = la_ws_alloc(j->c, &w);
   } else if (!st) {
     st = la_sol_check(cusolverDnCreateGesvdjInfo(&p), "gesvdj info");
-    if (!st) st = gesvdj_member(j, p, 0, NULL, &lwork);
+    if (!st)
+      st = j->batched ? gesvdj_batched(j, p, NULL, &lwork) : gesvdj_member(j, p, 0, NULL, &lwork);
     w.dev_bytes = (size_t)lwork * ingot_dtype_size(j->dt);
     if (!st) st = la_ws_alloc(j->c, &w);
   }
-  for (int64_t b = 0; !st && b < j->batch; b++) {
-    st = la_scale_pow2(j->c, j->dt, la_member(j->buf, b, j->R * j->C), j->R * j->C, -e[b]);
-    if (!st)
-      st = algo == SVD_GESVDP ? gesvdp_member(j, &w, b, false, &err[b])
-                              : gesvdj_member(j, p, b, w.dev, &lwork);
-  }
+  if (!st)
+    st = cuda_check(cuda_scale_members(j->dt, ingot_tensor_data(j->buf), j->batch, j->R * j->C,
+                                       j->e, -1, j->c->s),
+                    "scale");
+  if (!st && j->batched) st = gesvdj_batched(j, p, w.dev, &lwork);
+  for (int64_t b = 0; !st && !j->batched && b < j->batch; b++)
+    st = algo == SVD_GESVDP ? gesvdp_member(j, &w, b, false, &err[b])
+                            : gesvdj_member(j, p, b, w.dev, &lwork);
   la_ws_free(j->c, &w);
   if (p) cusolverDnDestroyGesvdjInfo(p);
   if (!st)
@@ -210,8 +264,7 @@ static ingot_status fast_all(svd_job *j, svd_algo algo, const int *e, bool *bad)
 /* gesvd of the members marked in redo (all when redo is NULL); with
  * `refill`, those members of buf are first copied again from the input
  * (the fast algorithm destroyed them). */
-static ingot_status gesvd_all(svd_job *j, const ingot_tensor *A, const int *e, const bool *redo,
-                              bool refill) {
+static ingot_status gesvd_all(svd_job *j, const ingot_tensor *A, const bool *redo, bool refill) {
   ingot_status st = INGOT_OK;
   int64_t first = -1;
   for (int64_t b = 0; b < j->batch && first < 0; b++)
@@ -233,7 +286,8 @@ static ingot_status gesvd_all(svd_job *j, const ingot_tensor *A, const int *e, c
       st = cuda_check(
           cudaMemcpyAsync(x, la_member(src, b, j->R * j->C), mb, cudaMemcpyDeviceToDevice, j->c->s),
           "copy");
-    if (!st) st = la_scale_pow2(j->c, j->dt, x, j->R * j->C, -e[b]);
+    if (!st)
+      st = cuda_check(cuda_scale_members(j->dt, x, 1, j->R * j->C, j->e + b, -1, j->c->s), "scale");
     if (!st) st = gesvd_member(j, &w, b, false);
   }
   la_ws_free(j->c, &w);
@@ -242,9 +296,13 @@ static ingot_status gesvd_all(svd_job *j, const ingot_tensor *A, const int *e, c
 }
 
 /* Which algorithm runs this problem (gesvdp has no full U of a tall A; the
- * 32-bit gesvdj API needs int sizes). */
+ * 32-bit gesvdj API needs int sizes). auto: gesvdp for large matrices,
+ * batched Jacobi for batches of matrices up to 32 x 32, else gesvd. */
 static svd_algo svd_pick(svd_algo want, const svd_job *j) {
-  if (want == SVD_AUTO) want = j->C >= SVD_FAST_MIN ? SVD_GESVDP : SVD_GESVD;
+  if (want == SVD_AUTO)
+    want = j->C >= SVD_FAST_MIN                           ? SVD_GESVDP
+           : j->batch > 1 && j->R <= SVD_JACOBI_BATCH_MAX ? SVD_GESVDJ
+                                                          : SVD_GESVD;
   if (want == SVD_GESVDP && j->ucols != j->C) return SVD_GESVD;
   if (want == SVD_GESVDJ && j->R * j->R > INT_MAX) return SVD_GESVD;
   return want;
@@ -274,12 +332,14 @@ ingot_status cuda_linalg_svd(ingot_op_args *a) {
   st = svd_algo_env(&want);
   svd_algo algo = svd_pick(want, &j);
   bool fast = algo != SVD_GESVD, run = k > 0 && batch > 0;
+  j.batched = algo == SVD_GESVDJ && batch > 1 && j.R <= SVD_JACOBI_BATCH_MAX;
+  j.ualloc = j.batched ? j.R : j.ucols;
   int *e = !st && run ? la_member_exponents(a->in[0], batch, &st) : NULL;
   bool *bad = !st && run && fast ? calloc((size_t)batch, sizeof(bool)) : NULL;
   if (!st && run && fast && !bad) st = ingot_set_error(INGOT_ERR_OOM, "svd: out of host memory");
   if (!st && run) {
     ingot_device dev = ingot_device_of(a->in[0]);
-    int64_t ush[3] = {batch, j.ucols, j.R}, vsh[3] = {batch, j.C, j.C}; /* column-major */
+    int64_t ush[3] = {batch, j.ualloc, j.R}, vsh[3] = {batch, j.C, j.C}; /* column-major */
     j.buf = tall ? la_colmajor(a->in[0]) : la_fresh_copy(a->in[0]);
     j.ub = j.buf && (uv || fast) ? ingot_empty(3, ush, j.dt, dev) : NULL;
     j.vb = j.buf && uv ? ingot_empty(3, vsh, j.dt, dev) : NULL;
@@ -287,27 +347,36 @@ ingot_status cuda_linalg_svd(ingot_op_args *a) {
     if (!j.buf || ((uv || fast) && !j.ub) || (uv && !j.vb) || (fast && !j.vt))
       st = ingot_last_status();
     if (!st) j.info = la_scratch(&c, batch, sizeof(int), true, &st);
+    if (!st) j.e = la_scratch(&c, batch, sizeof(int), false, &st);
+    if (!st)
+      st = cuda_check(
+          cudaMemcpyAsync(j.e, e, sizeof(int) * (size_t)batch, cudaMemcpyHostToDevice, c.s),
+          "copy exponents");
   }
-  if (!st && run && fast) st = fast_all(&j, algo, e, bad);
-  if (!st && run && fast && uv) { /* VT = V^H: column-major V^T, conjugated */
+  if (!st && run && fast) st = fast_all(&j, algo, bad);
+  if (!st && run && fast && uv) /* VT = V^H: column-major V^T, conjugated */
     st = la_transpose_into(j.vb, j.vt, true, false);
-  }
-  if (!st && run) st = gesvd_all(&j, a->in[0], e, bad, fast);
-  for (int64_t b = 0; !st && run && b < batch; b++)
-    st = la_scale_pow2(&c, j.rdt, s_member(&j, b), k, e[b]);
+  if (!st && run) st = gesvd_all(&j, a->in[0], bad, fast);
+  if (!st && run)
+    st = cuda_check(cuda_scale_members(j.rdt, ingot_tensor_data(j.s), batch, k, j.e, 1, c.s),
+                    "scale");
   if (!st && uv && run) {
-    /* U (R x ucols) and V^H (C x C), column-major, into 3-d views of the outputs. */
+    /* U (R x ucols of the held ualloc) and V^H (C x C), column-major, into
+     * 3-d views of the outputs. */
     ingot_tensor *U3 = ingot_reshape(a->out[1], 3, (int64_t[]){batch, m, full ? m : k});
     ingot_tensor *V3 = ingot_reshape(a->out[2], 3, (int64_t[]){batch, full ? n : k, n});
-    if (!U3 || !V3)
+    ingot_tensor *uw =
+        j.ualloc == j.ucols ? ingot_retain(j.ub) : ingot_narrow(j.ub, -2, 0, j.ucols);
+    if (!U3 || !V3 || !uw)
       st = ingot_last_status();
     else if (tall) {
-      st = la_store_colmajor(U3, j.ub);
+      st = la_store_colmajor(U3, uw);
       if (!st) st = la_store_colmajor(V3, j.vb);
     } else {
       st = ingot_copy_(U3, j.vb);
-      if (!st) st = ingot_copy_(V3, j.ub);
+      if (!st) st = ingot_copy_(V3, uw);
     }
+    ingot_release(uw);
     ingot_release(U3);
     ingot_release(V3);
   }
@@ -327,6 +396,7 @@ ingot_status cuda_linalg_svd(ingot_op_args *a) {
                          "(info %d)",
                          (long long)badm, v);
   if (j.info) cuda_scratch_free(c.dev, j.info, c.s);
+  if (j.e) cuda_scratch_free(c.dev, j.e, c.s);
   free(e);
   free(bad);
   ingot_release(j.buf);
