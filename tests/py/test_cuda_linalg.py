@@ -10,7 +10,7 @@ import pytest
 import scipy.linalg as sla
 from cuda_diff import CUDA, needs_cuda, to_device
 from ingot_ctypes import IngotError, tensor, transposed
-from linalg_checks import (ALL_CHECKS, DTYPES, LA_NAMES, QUIET, adj, check_svd, close,
+from linalg_checks import (ALL_CHECKS, DTYPES, LA_NAMES, QUIET, adj, adversarial, check_svd, close,
                            check_svd_adversarial, check_svd_nonfinite, la, randm, svd_ok, tol,
                            well_conditioned)
 
@@ -159,3 +159,24 @@ def test_cuda_transposing_copies_cross_tiles(dt, shape):
             close(lu[idx], rlu.astype(dt), dt, scale=float(np.abs(rlu).max()) * k)
     for full in (False, True):
         svd_ok(a, dt, full, mk)
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=[LA_NAMES[d] for d in DTYPES])
+@pytest.mark.parametrize("algo", ["auto", "gesvdj", "gesvdp"])
+def test_cuda_svd_batch_of_adversarial_members(algo, dt, monkeypatch):
+    """The adversarial matrices of one shape as members of one batch (batched
+    Jacobi under auto/gesvdj): each member scaled by its own power of two,
+    members the fast algorithm cannot be trusted on recomputed by gesvd, the
+    rest kept; with random members in between."""
+    monkeypatch.setenv("INGOT_SVD_ALGO", algo)
+    rng = np.random.default_rng(zlib.crc32(("batch" + algo + LA_NAMES[dt]).encode()))
+    cases = adversarial(rng, dt)
+    for shape in [(8, 8), (12, 5), (5, 12)]:
+        members = []
+        for _, a in cases:
+            if a.shape == shape:
+                members += [a, randm(rng, shape, dt)]
+        batch = np.stack(members)
+        for full in (False, True):
+            svd_ok(batch, dt, full, mk)
+        svd_ok(batch, dt, False, mk_t)
