@@ -218,6 +218,8 @@ static ingot_status fast_all(svd_job *j, svd_algo algo, bool *bad) {
     if (!st) st = la_ws_alloc(j->c, &w);
   } else if (!st) {
     st = la_sol_check(cusolverDnCreateGesvdjInfo(&p), "gesvdj info");
+    if (!st) /* descending (the default; gesvdjBatched may be told otherwise) */
+      st = la_sol_check(cusolverDnXgesvdjSetSortEig(p, 1), "gesvdj sort");
     if (!st)
       st = j->batched ? gesvdj_batched(j, p, NULL, &lwork) : gesvdj_member(j, p, 0, NULL, &lwork);
     w.dev_bytes = (size_t)lwork * ingot_dtype_size(j->dt);
