@@ -1,19 +1,22 @@
 /* CUDA linear algebra through cuSOLVER (64-bit generic API) and cuBLAS, plus
- * our batched small-matrix inverse (src/cuda/linalg.cu). Contracts in
+ * our batched small-matrix inverse (src/cuda/linalg.cu); the SVD is in
+ * linalg_svd.c, the shared plumbing in linalg_common.c. Contracts in
  * src/core/ops_linalg*.c. Row-major Ingot matrices are column-major
  * transposes: inv and the right-hand side of triangular solves use that
- * directly (inv(A^T) = inv(A)^T), the rest work on transposed copies.
+ * directly (inv(A^T) = inv(A)^T), the rest work on transposed copies (one
+ * tiled transpose kernel each way, src/cuda/linalg_transpose.cu).
  * Batch members run one cuSOLVER call each, on the current stream, with
  * workspace from the caching allocator.
  *
  * Host syncs (cuSOLVER's info must be read to name a failing member):
  * lu_factor (when checking), inv, cholesky, svd and eigh (which also read
  * each member's largest |a_ij| to scale it and to reject non-finite input),
- * lu_solve (validates the pivots on the host). solve_triangular,
- * cholesky_solve, lu (unchecked lu_factor) and conj never sync.
- * qr, householder_product and det/slogdet never sync (NaN propagates there).
- * lu_unpack syncs (its pivot check); lstsq (src/cuda/linalg_lstsq.c) syncs
- * through its SVD. */
+ * lu_solve (validates the pivots on the host). The small inverse reads one
+ * 8-byte failure word (la_fail_word), not every member's status.
+ * solve_triangular, cholesky_solve, lu (unchecked lu_factor) and conj never
+ * sync. qr, householder_product and det/slogdet never sync (NaN propagates
+ * there). lu_unpack syncs (its pivot check); lstsq (src/cuda/linalg_lstsq.c)
+ * syncs through its SVD. */
 #include <cublas_v2.h>
 #include <cusolverDn.h>
 #include <math.h>
