@@ -19,10 +19,7 @@
  * syncs through its SVD. */
 #include <cublas_v2.h>
 #include <cusolverDn.h>
-#include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "cuda_kernels.h"
 #include "ingot/ingot.h"
