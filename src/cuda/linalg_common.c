@@ -81,7 +81,7 @@ ingot_status la_fail_word(la_ctx *c, unsigned long long **word, unsigned long lo
   }
   if (!st && ++g->epoch >= LA_FAIL_EPOCHS) { /* first use, or the epochs wrapped */
     st = cuda_check(cudaMemsetAsync(g->fail_dev, 0, sizeof *g->fail_dev, c->s), "memset");
-    g->epoch = 1;
+    g->epoch = st ? LA_FAIL_EPOCHS - 1 : 1; /* a failed reset is retried */
   }
   *word = g->fail_dev;
   *epoch = g->epoch;
