@@ -125,7 +125,8 @@ def test_cuda_svd_fast_path_kept(algo, dt, monkeypatch, capfd):
     monkeypatch.setenv("INGOT_SVD_VERBOSE", "1")
     a = randm(np.random.default_rng(3), (256, 256), dt)
     svd_ok(a, dt, False, mk)
-    assert "ingot svd:" not in capfd.readouterr().err
+    err = capfd.readouterr().err
+    assert "ingot svd:" not in err, err
 
 
 def test_cuda_svd_algo_unknown(monkeypatch):
