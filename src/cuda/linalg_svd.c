@@ -213,26 +213,38 @@ static ingot_status fast_all(svd_job *j, svd_algo algo, bool *bad) {
   la_ws w = {0};
   gesvdjInfo_t p = NULL;
   int lwork = 0;
-  if (!st && algo == SVD_GESVDP) {
-    st = gesvdp_member(j, &w, 0, true, NULL);
-    if (!st) st = la_ws_alloc(j->c, &w);
-  } else if (!st) {
-    st = la_sol_check(cusolverDnCreateGesvdjInfo(&p), "gesvdj info");
-    if (!st) /* descending (the default; gesvdjBatched may be told otherwise) */
-      st = la_sol_check(cusolverDnXgesvdjSetSortEig(p, 1), "gesvdj sort");
-    if (!st)
-      st = j->batched ? gesvdj_batched(j, p, NULL, &lwork) : gesvdj_member(j, p, 0, NULL, &lwork);
+  /* A cuSOLVER refusal (a size it does not take, no workspace) is not an
+   * error of the op: those members go to gesvd (err NaN marks them). */
+  ingot_status fs = st;
+  if (!fs && algo == SVD_GESVDP) {
+    fs = gesvdp_member(j, &w, 0, true, NULL);
+    if (!fs) fs = la_ws_alloc(j->c, &w);
+  } else if (!fs) {
+    fs = la_sol_check(cusolverDnCreateGesvdjInfo(&p), "gesvdj info");
+    if (!fs) /* descending (the default; gesvdjBatched may be told otherwise) */
+      fs = la_sol_check(cusolverDnXgesvdjSetSortEig(p, 1), "gesvdj sort");
+    if (!fs)
+      fs = j->batched ? gesvdj_batched(j, p, NULL, &lwork) : gesvdj_member(j, p, 0, NULL, &lwork);
     w.dev_bytes = (size_t)lwork * ingot_dtype_size(j->dt);
-    if (!st) st = la_ws_alloc(j->c, &w);
+    if (!fs) fs = la_ws_alloc(j->c, &w);
   }
   if (!st)
     st = cuda_check(cuda_scale_members(j->dt, ingot_tensor_data(j->buf), j->batch, j->R * j->C,
                                        j->e, -1, j->c->s),
                     "scale");
-  if (!st && j->batched) st = gesvdj_batched(j, p, w.dev, &lwork);
-  for (int64_t b = 0; !st && !j->batched && b < j->batch; b++)
-    st = algo == SVD_GESVDP ? gesvdp_member(j, &w, b, false, &err[b])
-                            : gesvdj_member(j, p, b, w.dev, &lwork);
+  if (!st && !fs && j->batched) fs = gesvdj_batched(j, p, w.dev, &lwork);
+  bool refused = false;
+  for (int64_t b = 0; !st && b < j->batch; b++) {
+    ingot_status ms = fs;
+    if (!fs && !j->batched)
+      ms = algo == SVD_GESVDP ? gesvdp_member(j, &w, b, false, &err[b])
+                              : gesvdj_member(j, p, b, w.dev, &lwork);
+    if (ms) { /* printed as h_err_sigma nan */
+      err[b] = NAN;
+      refused = true;
+    }
+  }
+  if (!st && refused) ingot_clear_error();
   la_ws_free(j->c, &w);
   if (p) cusolverDnDestroyGesvdjInfo(p);
   if (!st)
