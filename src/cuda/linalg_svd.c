@@ -12,7 +12,7 @@
  * INGOT_SVD_ALGO=gesvd|gesvdp|gesvdj|auto (read at each call) picks one;
  * auto (the default) takes gesvdp from SVD_FAST_MIN columns up, batched
  * gesvdj for batches of matrices up to 32 x 32, gesvd otherwise.
- * A member the fast algorithm fails on (info != 0, a zero matrix, or
+ * A member the fast algorithm fails on (a refused call, info != 0, a zero matrix, or
  * h_err_sigma above 16 eps max(m, n) sigma_max) is recomputed by gesvd;
  * INGOT_SVD_VERBOSE=1 prints each such fallback to stderr.
  *
