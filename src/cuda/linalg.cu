@@ -78,7 +78,8 @@ __device__ __forceinline__ c128_t la_div(c128_t a, c128_t b) {
 // One block of n x n threads per matrix; thread (y, x) owns element [y][x].
 template <class T>
 __global__ void inv_small_kernel(const T *__restrict__ a, T *__restrict__ out, int n,
-                                 int *__restrict__ info) {
+                                 int *__restrict__ info, unsigned long long *fail,
+                                 unsigned long long epoch) {
   __shared__ T m[CUDA_INV_SMALL_MAX][CUDA_INV_SMALL_MAX + 1];
   __shared__ int piv[CUDA_INV_SMALL_MAX];
   __shared__ int bad;
@@ -126,7 +127,10 @@ __global__ void inv_small_kernel(const T *__restrict__ a, T *__restrict__ out, i
     __syncthreads();
   }
   out[base + r * n + c] = m[r][c];
-  if (r == 0 && c == 0) info[b] = bad;
+  if (r == 0 && c == 0) {
+    if (info) info[b] = bad;
+    if (bad && fail) atomicMax(fail, LA_FAIL_KEY(epoch, b, bad));
+  }
 }
 
 template <class D, class S>
@@ -143,6 +147,15 @@ __global__ void conj_kernel(R *x, int64_t n) {
     x[2 * i + 1] = -x[2 * i + 1];
 }
 
+// x[i] *= 2^(sign * e[member of i]): exact (ldexp), at any exponent.
+template <class R>
+__global__ void scale_members_kernel(R *x, int64_t n, int64_t per, const int *__restrict__ e,
+                                     int sign) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    x[i] = ldexp(x[i], sign * e[i / per]);
+}
+
 unsigned grid_for(int64_t n) {
   int64_t g = (n + 255) / 256;
   return (unsigned)(g < 1 ? 1 : g > 65535 ? 65535 : g);
@@ -151,21 +164,26 @@ unsigned grid_for(int64_t n) {
 }  // namespace
 
 extern "C" cudaError_t cuda_inv_small(int dt, const void *a, void *out, int64_t batch, int n,
-                                      int *info, cudaStream_t s) {
+                                      int *info, unsigned long long *fail, unsigned long long epoch,
+                                      cudaStream_t s) {
   if (batch == 0 || n == 0) return cudaSuccess;
   dim3 block(n, n);
   switch (dt) {
     case INGOT_F32:
-      inv_small_kernel<<<batch, block, 0, s>>>((const float *)a, (float *)out, n, info);
+      inv_small_kernel<<<batch, block, 0, s>>>((const float *)a, (float *)out, n, info, fail,
+                                               epoch);
       break;
     case INGOT_F64:
-      inv_small_kernel<<<batch, block, 0, s>>>((const double *)a, (double *)out, n, info);
+      inv_small_kernel<<<batch, block, 0, s>>>((const double *)a, (double *)out, n, info, fail,
+                                               epoch);
       break;
     case INGOT_C64:
-      inv_small_kernel<<<batch, block, 0, s>>>((const c64_t *)a, (c64_t *)out, n, info);
+      inv_small_kernel<<<batch, block, 0, s>>>((const c64_t *)a, (c64_t *)out, n, info, fail,
+                                               epoch);
       break;
     default:
-      inv_small_kernel<<<batch, block, 0, s>>>((const c128_t *)a, (c128_t *)out, n, info);
+      inv_small_kernel<<<batch, block, 0, s>>>((const c128_t *)a, (c128_t *)out, n, info, fail,
+                                               epoch);
       break;
   }
   return cudaGetLastError();
@@ -182,6 +200,17 @@ extern "C" cudaError_t cuda_pivots_i32_to_i64(int64_t *dst, const int32_t *src, 
                                               cudaStream_t s) {
   if (n == 0) return cudaSuccess;
   convert_kernel<<<grid_for(n), 256, 0, s>>>(dst, src, n);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuda_scale_members(int dt, void *x, int64_t batch, int64_t elems,
+                                          const int *e, int sign, cudaStream_t s) {
+  int64_t per = dt == INGOT_C64 || dt == INGOT_C128 ? 2 * elems : elems, n = batch * per;
+  if (n == 0) return cudaSuccess;
+  if (dt == INGOT_F32 || dt == INGOT_C64)
+    scale_members_kernel<<<grid_for(n), 256, 0, s>>>((float *)x, n, per, e, sign);
+  else
+    scale_members_kernel<<<grid_for(n), 256, 0, s>>>((double *)x, n, per, e, sign);
   return cudaGetLastError();
 }
 

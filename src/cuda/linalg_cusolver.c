@@ -1,188 +1,30 @@
 /* CUDA linear algebra through cuSOLVER (64-bit generic API) and cuBLAS, plus
- * our batched small-matrix inverse (src/cuda/linalg.cu). Contracts in
+ * our batched small-matrix inverse (src/cuda/linalg.cu); the SVD is in
+ * linalg_svd.c, the shared plumbing in linalg_common.c. Contracts in
  * src/core/ops_linalg*.c. Row-major Ingot matrices are column-major
  * transposes: inv and the right-hand side of triangular solves use that
- * directly (inv(A^T) = inv(A)^T), the rest work on transposed copies.
+ * directly (inv(A^T) = inv(A)^T), the rest work on transposed copies (one
+ * tiled transpose kernel each way, src/cuda/linalg_transpose.cu).
  * Batch members run one cuSOLVER call each, on the current stream, with
  * workspace from the caching allocator.
  *
  * Host syncs (cuSOLVER's info must be read to name a failing member):
  * lu_factor (when checking), inv, cholesky, svd and eigh (which also read
  * each member's largest |a_ij| to scale it and to reject non-finite input),
- * lu_solve (validates the pivots on the host). solve_triangular,
- * cholesky_solve, lu (unchecked lu_factor) and conj never sync.
- * qr, householder_product and det/slogdet never sync (NaN propagates there).
- * lu_unpack syncs (its pivot check); lstsq (src/cuda/linalg_lstsq.c) syncs
- * through its SVD. */
+ * lu_solve (validates the pivots on the host). The small inverse reads one
+ * 8-byte failure word (la_fail_word), not every member's status.
+ * solve_triangular, cholesky_solve, lu (unchecked lu_factor) and conj never
+ * sync. qr, householder_product and det/slogdet never sync (NaN propagates
+ * there). lu_unpack syncs (its pivot check); lstsq (src/cuda/linalg_lstsq.c)
+ * syncs through its SVD. */
 #include <cublas_v2.h>
 #include <cusolverDn.h>
-#include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "cuda_kernels.h"
 #include "ingot/ingot.h"
+#include "linalg_common.h"
 #include "linalg_cuda.h"
-
-#define LA_MAX_DEV 64
-
-static struct {
-  pthread_mutex_t mu;
-  cusolverDnHandle_t sol;
-  cublasHandle_t blas;
-  cusolverDnParams_t params;
-} g_la[LA_MAX_DEV];
-static pthread_once_t g_la_once = PTHREAD_ONCE_INIT;
-
-static void la_init_mutexes(void) {
-  for (int i = 0; i < LA_MAX_DEV; i++) pthread_mutex_init(&g_la[i].mu, NULL);
-}
-
-typedef struct la_ctx {
-  int dev;
-  cudaStream_t s;
-  cusolverDnHandle_t sol;
-  cublasHandle_t blas;
-  cusolverDnParams_t params;
-} la_ctx;
-
-static ingot_status sol_check(cusolverStatus_t st, const char *what) {
-  if (st == CUSOLVER_STATUS_SUCCESS) return INGOT_OK;
-  return ingot_set_error(st == CUSOLVER_STATUS_ALLOC_FAILED ? INGOT_ERR_OOM : INGOT_ERR_BACKEND,
-                         "cuSOLVER %s failed (status %d)", what, (int)st);
-}
-
-static ingot_status blas_check(cublasStatus_t st, const char *what) {
-  if (st == CUBLAS_STATUS_SUCCESS) return INGOT_OK;
-  return ingot_set_error(INGOT_ERR_BACKEND, "cuBLAS %s failed (status %d)", what, (int)st);
-}
-
-/* Lock the device's handles and point them at the current stream. */
-static ingot_status la_enter(const ingot_tensor *t, la_ctx *c) {
-  pthread_once(&g_la_once, la_init_mutexes);
-  c->dev = ingot_device_of(t).index;
-  if (c->dev < 0 || c->dev >= LA_MAX_DEV)
-    return ingot_set_error(INGOT_ERR_DEVICE, "linalg: device index %d out of range", c->dev);
-  pthread_mutex_lock(&g_la[c->dev].mu);
-  ingot_status st = cuda_use_device(c->dev);
-  if (!st && !g_la[c->dev].sol) st = sol_check(cusolverDnCreate(&g_la[c->dev].sol), "create");
-  if (!st && !g_la[c->dev].params)
-    st = sol_check(cusolverDnCreateParams(&g_la[c->dev].params), "create params");
-  if (!st && !g_la[c->dev].blas) st = blas_check(cublasCreate(&g_la[c->dev].blas), "create");
-  c->s = cuda_current_stream(c->dev);
-  c->sol = g_la[c->dev].sol;
-  c->blas = g_la[c->dev].blas;
-  c->params = g_la[c->dev].params;
-  if (!st) st = sol_check(cusolverDnSetStream(c->sol, c->s), "set stream");
-  if (!st) st = blas_check(cublasSetStream(c->blas, c->s), "set stream");
-  if (st) pthread_mutex_unlock(&g_la[c->dev].mu);
-  return st;
-}
-
-static void la_leave(la_ctx *c) { pthread_mutex_unlock(&g_la[c->dev].mu); }
-
-static cudaDataType la_type(ingot_dtype dt) {
-  switch (dt) {
-    case INGOT_F32:
-      return CUDA_R_32F;
-    case INGOT_F64:
-      return CUDA_R_64F;
-    case INGOT_C64:
-      return CUDA_C_32F;
-    default:
-      return CUDA_C_64F;
-  }
-}
-
-static ingot_dtype la_real(ingot_dtype dt) {
-  return dt == INGOT_C64 ? INGOT_F32 : dt == INGOT_C128 ? INGOT_F64 : dt;
-}
-
-/* Matrices in the last two dims: batch count, rows, cols. */
-static void la_dims(const ingot_tensor *t, int64_t *batch, int64_t *rows, int64_t *cols) {
-  int nd = ingot_ndim(t);
-  const int64_t *sh = ingot_shape(t);
-  *rows = sh[nd - 2];
-  *cols = sh[nd - 1];
-  *batch = 1;
-  for (int d = 0; d < nd - 2; d++) *batch *= sh[d];
-}
-
-/* A fresh contiguous copy of t (never t's own storage: cuSOLVER writes it). */
-static ingot_tensor *fresh_copy(const ingot_tensor *t) {
-  ingot_tensor *c =
-      ingot_empty(ingot_ndim(t), ingot_shape(t), ingot_dtype_of(t), ingot_device_of(t));
-  if (c && ingot_copy_(c, t) != INGOT_OK) {
-    ingot_release(c);
-    return NULL;
-  }
-  return c;
-}
-
-/* A fresh column-major copy of t's matrices (a row-major [*, cols, rows]). */
-static ingot_tensor *colmajor(const ingot_tensor *t) {
-  ingot_tensor *v = ingot_transpose(t, -2, -1), *c = v ? fresh_copy(v) : NULL;
-  ingot_release(v);
-  return c;
-}
-
-/* out [*, m, n] (contiguous) = the matrices held column-major in cm. */
-static ingot_status store_colmajor(ingot_tensor *out, const ingot_tensor *cm) {
-  ingot_tensor *v = ingot_transpose(cm, -2, -1);
-  ingot_status st = v ? ingot_copy_(out, v) : ingot_last_status();
-  ingot_release(v);
-  return st;
-}
-
-static char *member(const ingot_tensor *t, int64_t b, int64_t elems) {
-  return (char *)ingot_tensor_data(t) + b * elems * (int64_t)ingot_dtype_size(ingot_dtype_of(t));
-}
-
-/* Device workspace for cuSOLVER plus host workspace. */
-typedef struct la_ws {
-  void *dev, *host;
-  size_t dev_bytes, host_bytes;
-} la_ws;
-
-static ingot_status ws_alloc(la_ctx *c, la_ws *w) {
-  w->dev = cuda_scratch_alloc(c->dev, w->dev_bytes ? w->dev_bytes : 1, c->s);
-  w->host = malloc(w->host_bytes ? w->host_bytes : 1);
-  if (!w->dev || !w->host)
-    return ingot_set_error(INGOT_ERR_OOM, "linalg: out of memory for the cuSOLVER workspace");
-  return INGOT_OK;
-}
-
-static void ws_free(la_ctx *c, la_ws *w) {
-  if (w->dev) cuda_scratch_free(c->dev, w->dev, c->s);
-  free(w->host);
-}
-
-/* Read batch infos to the host (a sync); the first nonzero one's member in
- * *member and value in *value; false when all are 0. */
-static bool first_failure(la_ctx *c, const int *info, int64_t batch, int64_t *member_out,
-                          int *value, ingot_status *st) {
-  *st = INGOT_OK;
-  if (batch == 0) return false;
-  int *h = malloc(sizeof(int) * (size_t)batch);
-  if (!h) {
-    *st = ingot_set_error(INGOT_ERR_OOM, "linalg: out of host memory");
-    return false;
-  }
-  *st = cuda_check(
-      cudaMemcpyAsync(h, info, sizeof(int) * (size_t)batch, cudaMemcpyDeviceToHost, c->s),
-      "copy info");
-  if (!*st) *st = cuda_check(cudaStreamSynchronize(c->s), "sync");
-  bool found = false;
-  for (int64_t b = 0; !*st && b < batch && !found; b++)
-    if (h[b]) {
-      *member_out = b;
-      *value = h[b];
-      found = true;
-    }
-  free(h);
-  return found;
-}
 
 static ingot_status singular(int64_t b, int v) {
   return ingot_set_error(INGOT_ERR_NUMERIC,
@@ -200,27 +42,17 @@ static ingot_status getrf_all(la_ctx *c, ingot_tensor *buf, int64_t batch, int64
   int64_t k = m < n ? m : n, lda = m > 1 ? m : 1;
   la_ws w = {0};
   ingot_status st =
-      sol_check(cusolverDnXgetrf_bufferSize(c->sol, c->params, m, n, ty, ingot_tensor_data(buf),
-                                            lda, ty, &w.dev_bytes, &w.host_bytes),
-                "getrf buffer size");
-  if (!st) st = ws_alloc(c, &w);
+      la_sol_check(cusolverDnXgetrf_bufferSize(c->sol, c->params, m, n, ty, ingot_tensor_data(buf),
+                                               lda, ty, &w.dev_bytes, &w.host_bytes),
+                   "getrf buffer size");
+  if (!st) st = la_ws_alloc(c, &w);
   for (int64_t b = 0; !st && b < batch; b++)
-    st = sol_check(
-        cusolverDnXgetrf(c->sol, c->params, m, n, ty, member(buf, b, m * n), lda, piv64 + b * k, ty,
-                         w.dev, w.dev_bytes, w.host, w.host_bytes, info + b),
+    st = la_sol_check(
+        cusolverDnXgetrf(c->sol, c->params, m, n, ty, la_member(buf, b, m * n), lda, piv64 + b * k,
+                         ty, w.dev, w.dev_bytes, w.host, w.host_bytes, info + b),
         "getrf");
-  ws_free(c, &w);
+  la_ws_free(c, &w);
   return st;
-}
-
-/* Scratch of n elements of es bytes (zeroed when asked). */
-static void *scratch(la_ctx *c, int64_t n, size_t es, bool zero, ingot_status *st) {
-  void *p = cuda_scratch_alloc(c->dev, (size_t)(n > 0 ? n : 1) * es, c->s);
-  if (!p)
-    *st = ingot_set_error(INGOT_ERR_OOM, "linalg: out of device memory");
-  else if (zero)
-    *st = cuda_check(cudaMemsetAsync(p, 0, (size_t)(n > 0 ? n : 1) * es, c->s), "memset");
-  return p;
 }
 
 /* LU_FACTOR */
@@ -231,18 +63,18 @@ static ingot_status k_lu_factor(ingot_op_args *a) {
   int64_t batch, m, n;
   la_dims(a->in[0], &batch, &m, &n);
   int64_t k = m < n ? m : n;
-  ingot_tensor *buf = colmajor(a->in[0]);
-  int64_t *piv64 = buf ? scratch(&c, batch * k, 8, false, &st) : NULL;
-  int *info = piv64 ? scratch(&c, batch, sizeof(int), true, &st) : NULL;
+  ingot_tensor *buf = la_colmajor(a->in[0]);
+  int64_t *piv64 = buf ? la_scratch(&c, batch * k, 8, false, &st) : NULL;
+  int *info = piv64 ? la_scratch(&c, batch, sizeof(int), false, &st) : NULL; /* getrf sets */
   if (!buf) st = ingot_last_status();
   if (!st && m * n > 0) st = getrf_all(&c, buf, batch, m, n, piv64, info);
   if (!st)
     st = cuda_check(cuda_pivots_i64_to_i32(ingot_tensor_data(a->out[1]), piv64, batch * k, c.s),
                     "pivots");
-  if (!st) st = store_colmajor(a->out[0], buf);
+  if (!st) st = la_store_colmajor(a->out[0], buf);
   int64_t bad;
   int v;
-  if (!st && a->iarg[0] && m * n > 0 && first_failure(&c, info, batch, &bad, &v, &st))
+  if (!st && a->iarg[0] && m * n > 0 && la_first_failure(&c, info, batch, &bad, &v, &st))
     st = singular(bad, v);
   if (piv64) cuda_scratch_free(c.dev, piv64, c.s);
   if (info) cuda_scratch_free(c.dev, info, c.s);
@@ -263,7 +95,7 @@ static int64_t *pivots64(la_ctx *c, const ingot_tensor *piv, int64_t n, ingot_st
   for (int64_t i = 0; !*st && i < cnt; i++)
     if (h[i] < 1 || h[i] > n)
       *st = ingot_set_error(INGOT_ERR_ARG, "pivots must lie in 1..n (as lu_factor returns them)");
-  if (!*st) d = scratch(c, cnt, 8, false, st);
+  if (!*st) d = la_scratch(c, cnt, 8, false, st);
   if (!*st) *st = cuda_check(cuda_pivots_i32_to_i64(d, ingot_tensor_data(p), cnt, c->s), "pivots");
   free(h);
   ingot_release(p);
@@ -288,20 +120,20 @@ static ingot_status k_lu_solve(ingot_op_args *a) {
   cublasOperation_t op =
       left ? (adjoint ? CUBLAS_OP_C : CUBLAS_OP_N) : (adjoint ? CUBLAS_OP_N : CUBLAS_OP_T);
   int64_t nrhs = left ? xc : xr;
-  ingot_tensor *lu = colmajor(a->in[0]);
-  ingot_tensor *rhs = lu ? (left ? colmajor(a->in[2]) : fresh_copy(a->in[2])) : NULL;
+  ingot_tensor *lu = la_colmajor(a->in[0]);
+  ingot_tensor *rhs = lu ? (left ? la_colmajor(a->in[2]) : la_fresh_copy(a->in[2])) : NULL;
   if (!rhs) st = ingot_last_status();
   int64_t *piv = st ? NULL : pivots64(&c, a->in[1], n, &st);
-  int *info = st ? NULL : scratch(&c, batch, sizeof(int), true, &st);
+  int *info = st ? NULL : la_scratch(&c, batch, sizeof(int), true, &st);
   if (!st && !left && adjoint && cplx)
     st = cuda_check(cuda_conj_inplace(dt, ingot_tensor_data(rhs), ingot_numel(rhs), c.s), "conj");
   for (int64_t b = 0; !st && n > 0 && nrhs > 0 && b < batch; b++)
-    st = sol_check(cusolverDnXgetrs(c.sol, c.params, op, n, nrhs, ty, member(lu, b, n * n), n,
-                                    piv + b * n, ty, member(rhs, b, n * nrhs), n, info + b),
-                   "getrs");
+    st = la_sol_check(cusolverDnXgetrs(c.sol, c.params, op, n, nrhs, ty, la_member(lu, b, n * n), n,
+                                       piv + b * n, ty, la_member(rhs, b, n * nrhs), n, info + b),
+                      "getrs");
   if (!st && !left && adjoint && cplx)
     st = cuda_check(cuda_conj_inplace(dt, ingot_tensor_data(rhs), ingot_numel(rhs), c.s), "conj");
-  if (!st) st = left ? store_colmajor(X, rhs) : ingot_copy_(X, rhs);
+  if (!st) st = left ? la_store_colmajor(X, rhs) : ingot_copy_(X, rhs);
   if (piv) cuda_scratch_free(c.dev, piv, c.s);
   if (info) cuda_scratch_free(c.dev, info, c.s);
   ingot_release(lu);
@@ -319,19 +151,19 @@ static ingot_status trsm(la_ctx *c, ingot_dtype dt, cublasSideMode_t side, cubla
   cublasOperation_t N = CUBLAS_OP_N;
   switch (dt) {
     case INGOT_F32:
-      return blas_check(cublasStrsm(c->blas, side, uplo, N, diag, m, n, &one_f, A, lda, B, ldb),
-                        "strsm");
+      return la_blas_check(cublasStrsm(c->blas, side, uplo, N, diag, m, n, &one_f, A, lda, B, ldb),
+                           "strsm");
     case INGOT_F64:
-      return blas_check(cublasDtrsm(c->blas, side, uplo, N, diag, m, n, &one_d, A, lda, B, ldb),
-                        "dtrsm");
+      return la_blas_check(cublasDtrsm(c->blas, side, uplo, N, diag, m, n, &one_d, A, lda, B, ldb),
+                           "dtrsm");
     case INGOT_C64:
-      return blas_check(
+      return la_blas_check(
           cublasCtrsm(c->blas, side, uplo, N, diag, m, n, (const cuComplex *)one_c, A, lda, B, ldb),
           "ctrsm");
     default:
-      return blas_check(cublasZtrsm(c->blas, side, uplo, N, diag, m, n,
-                                    (const cuDoubleComplex *)one_z, A, lda, B, ldb),
-                        "ztrsm");
+      return la_blas_check(cublasZtrsm(c->blas, side, uplo, N, diag, m, n,
+                                       (const cuDoubleComplex *)one_z, A, lda, B, ldb),
+                           "ztrsm");
   }
 }
 
@@ -356,10 +188,33 @@ static ingot_status k_solve_triangular(ingot_op_args *a) {
   for (int64_t b = 0; !st && xr * xc > 0 && b < batch; b++) {
     /* column-major X^T is xc x xr with leading dim xc */
     st = trsm(&c, dt, left ? CUBLAS_SIDE_RIGHT : CUBLAS_SIDE_LEFT, uplo, diag, (int)xc, (int)xr,
-              member(A, b, n * n), (int)n, member(X, b, xr * xc), (int)xc);
+              la_member(A, b, n * n), (int)n, la_member(X, b, xr * xc), (int)xc);
   }
   ingot_release(A);
   la_leave(&c);
+  return st;
+}
+
+/* INV of small matrices: one kernel. With out[1], the kernel writes each
+ * member's info there (no sync); else only a failing member touches the
+ * device's failure word, read back in 8 bytes (one sync, no scratch). */
+static ingot_status inv_small(la_ctx *c, ingot_op_args *a, int64_t batch, int64_t n) {
+  ingot_tensor *X = a->out[0], *A = ingot_contiguous(a->in[0]);
+  bool ex = a->nout > 1;
+  unsigned long long *fail = NULL, epoch = 0;
+  ingot_status st = A ? INGOT_OK : ingot_last_status();
+  if (!st && !ex) st = la_fail_word(c, &fail, &epoch);
+  if (!st)
+    st = cuda_check(
+        cuda_inv_small(ingot_dtype_of(X), ingot_tensor_data(A), ingot_tensor_data(X), batch, (int)n,
+                       ex ? ingot_tensor_data(a->out[1]) : NULL, fail, epoch, c->s),
+        "inv kernel");
+  int64_t bad;
+  int v;
+  bool failed = false;
+  if (!st && !ex) st = la_fail_read(c, epoch, &bad, &v, &failed);
+  if (!st && failed) st = singular(bad, v);
+  ingot_release(A);
   return st;
 }
 
@@ -372,40 +227,36 @@ static ingot_status k_inv(ingot_op_args *a) {
   ingot_tensor *X = a->out[0];
   int64_t batch, n;
   la_dims(a->in[0], &batch, &n, &n);
+  if (batch == 0 || n == 0 || n <= CUDA_INV_SMALL_MAX) {
+    st = inv_small(&c, a, batch, n);
+    la_leave(&c);
+    return st;
+  }
   ingot_dtype dt = ingot_dtype_of(X);
   cudaDataType ty = la_type(dt);
-  int *info = scratch(&c, batch, sizeof(int), true, &st);
-  ingot_tensor *lu = NULL;
-  int64_t *piv = NULL;
+  int *info = la_scratch(&c, batch, sizeof(int), true, &st);
+  ingot_tensor *lu = st ? NULL : la_fresh_copy(a->in[0]);
+  int64_t *piv = lu ? la_scratch(&c, batch * n, 8, false, &st) : NULL;
   int *rs_info = NULL;
-  if (!st && n <= CUDA_INV_SMALL_MAX) {
-    lu = ingot_contiguous(a->in[0]);
-    st = lu ? cuda_check(cuda_inv_small(dt, ingot_tensor_data(lu), ingot_tensor_data(X), batch,
-                                        (int)n, info, c.s),
-                         "inv kernel")
-            : ingot_last_status();
-  } else if (!st) {
-    lu = fresh_copy(a->in[0]);
-    piv = lu ? scratch(&c, batch * n, 8, false, &st) : NULL;
-    if (!lu) st = ingot_last_status();
-    if (!st) st = getrf_all(&c, lu, batch, n, n, piv, info);
-    ingot_tensor *eye = st ? NULL : ingot_eye(n, n, dt, ingot_device_of(X));
-    if (!st) st = eye ? ingot_copy_(X, eye) : ingot_last_status(); /* broadcasts over batch */
-    ingot_release(eye);
-    /* getrs reports only argument errors: its infos go past getrf's. */
-    rs_info = st ? NULL : scratch(&c, batch, sizeof(int), false, &st);
-    for (int64_t b = 0; !st && b < batch; b++)
-      st = sol_check(cusolverDnXgetrs(c.sol, c.params, CUBLAS_OP_N, n, n, ty, member(lu, b, n * n),
-                                      n, piv + b * n, ty, member(X, b, n * n), n, rs_info + b),
-                     "getrs");
-  }
+  if (!st && !lu) st = ingot_last_status();
+  if (!st) st = getrf_all(&c, lu, batch, n, n, piv, info);
+  ingot_tensor *eye = st ? NULL : ingot_eye(n, n, dt, ingot_device_of(X));
+  if (!st) st = eye ? ingot_copy_(X, eye) : ingot_last_status(); /* broadcasts over batch */
+  ingot_release(eye);
+  /* getrs reports only argument errors: its infos go past getrf's. */
+  rs_info = st ? NULL : la_scratch(&c, batch, sizeof(int), false, &st);
+  for (int64_t b = 0; !st && b < batch; b++)
+    st = la_sol_check(
+        cusolverDnXgetrs(c.sol, c.params, CUBLAS_OP_N, n, n, ty, la_member(lu, b, n * n), n,
+                         piv + b * n, ty, la_member(X, b, n * n), n, rs_info + b),
+        "getrs");
   int64_t bad;
   int v;
   if (!st && a->nout > 1) /* the caller takes the infos: no check, no sync */
     st = cuda_check(cudaMemcpyAsync(ingot_tensor_data(a->out[1]), info, sizeof(int) * (size_t)batch,
                                     cudaMemcpyDeviceToDevice, c.s),
                     "copy info");
-  else if (!st && n > 0 && first_failure(&c, info, batch, &bad, &v, &st))
+  else if (!st && la_first_failure(&c, info, batch, &bad, &v, &st))
     st = singular(bad, v);
   if (info) cuda_scratch_free(c.dev, info, c.s);
   if (piv) cuda_scratch_free(c.dev, piv, c.s);
@@ -413,13 +264,6 @@ static ingot_status k_inv(ingot_op_args *a) {
   ingot_release(lu);
   la_leave(&c);
   return st;
-}
-
-/* In-place conjugation of a complex tensor's contiguous storage. */
-static ingot_status conj_tensor(la_ctx *c, ingot_tensor *t) {
-  ingot_dtype dt = ingot_dtype_of(t);
-  if (dt != INGOT_C64 && dt != INGOT_C128) return INGOT_OK;
-  return cuda_check(cuda_conj_inplace(dt, ingot_tensor_data(t), ingot_numel(t), c->s), "conj");
 }
 
 /* CHOLESKY: row-major Hermitian A is column-major conj(A) whose upper
@@ -434,31 +278,31 @@ static ingot_status k_cholesky(ingot_op_args *a) {
   la_dims(a->in[0], &batch, &n, &n);
   ingot_dtype dt = ingot_dtype_of(X);
   cudaDataType ty = la_type(dt);
-  ingot_tensor *buf = fresh_copy(a->in[0]), *L = NULL;
-  int *info = buf ? scratch(&c, batch, sizeof(int), true, &st) : NULL;
+  ingot_tensor *buf = la_fresh_copy(a->in[0]), *L = NULL;
+  int *info = buf ? la_scratch(&c, batch, sizeof(int), true, &st) : NULL;
   if (!buf) st = ingot_last_status();
   la_ws w = {0};
   if (!st && n > 0)
-    st = sol_check(
+    st = la_sol_check(
         cusolverDnXpotrf_bufferSize(c.sol, c.params, CUBLAS_FILL_MODE_UPPER, n, ty,
                                     ingot_tensor_data(buf), n, ty, &w.dev_bytes, &w.host_bytes),
         "potrf buffer size");
-  if (!st && n > 0) st = ws_alloc(&c, &w);
+  if (!st && n > 0) st = la_ws_alloc(&c, &w);
   for (int64_t b = 0; !st && n > 0 && b < batch; b++)
-    st = sol_check(
-        cusolverDnXpotrf(c.sol, c.params, CUBLAS_FILL_MODE_UPPER, n, ty, member(buf, b, n * n), n,
-                         ty, w.dev, w.dev_bytes, w.host, w.host_bytes, info + b),
+    st = la_sol_check(
+        cusolverDnXpotrf(c.sol, c.params, CUBLAS_FILL_MODE_UPPER, n, ty, la_member(buf, b, n * n),
+                         n, ty, w.dev, w.dev_bytes, w.host, w.host_bytes, info + b),
         "potrf");
-  ws_free(&c, &w);
+  la_ws_free(&c, &w);
   if (!st && !(L = ingot_tril(buf, 0))) st = ingot_last_status();
   if (!st && !a->iarg[0]) st = ingot_copy_(X, L);
   if (!st && a->iarg[0]) {
-    st = store_colmajor(X, L); /* L^T, then conjugated: L^H */
-    if (!st) st = conj_tensor(&c, X);
+    st = la_store_colmajor(X, L); /* L^T, then conjugated: L^H */
+    if (!st) st = la_conj_tensor(&c, X);
   }
   int64_t bad;
   int v;
-  if (!st && n > 0 && first_failure(&c, info, batch, &bad, &v, &st))
+  if (!st && n > 0 && la_first_failure(&c, info, batch, &bad, &v, &st))
     st = ingot_set_error(INGOT_ERR_NUMERIC,
                          "batch member %lld: the factorization could not be completed because "
                          "the input is not positive-definite (the leading minor of order %d is "
@@ -484,159 +328,19 @@ static ingot_status k_cholesky_solve(ingot_op_args *a) {
   ingot_dtype dt = ingot_dtype_of(X);
   cudaDataType ty = la_type(dt);
   cublasFillMode_t uplo = a->iarg[0] ? CUBLAS_FILL_MODE_LOWER : CUBLAS_FILL_MODE_UPPER;
-  ingot_tensor *F = ingot_contiguous(a->in[1]), *rhs = F ? colmajor(a->in[0]) : NULL;
+  ingot_tensor *F = ingot_contiguous(a->in[1]), *rhs = F ? la_colmajor(a->in[0]) : NULL;
   if (!rhs) st = ingot_last_status();
-  int *info = st ? NULL : scratch(&c, batch, sizeof(int), false, &st);
-  if (!st) st = conj_tensor(&c, rhs);
+  int *info = st ? NULL : la_scratch(&c, batch, sizeof(int), false, &st);
+  if (!st) st = la_conj_tensor(&c, rhs);
   for (int64_t b = 0; !st && n > 0 && r > 0 && b < batch; b++)
-    st = sol_check(cusolverDnXpotrs(c.sol, c.params, uplo, n, r, ty, member(F, b, n * n), n, ty,
-                                    member(rhs, b, n * r), n, info + b),
-                   "potrs");
-  if (!st) st = conj_tensor(&c, rhs);
-  if (!st) st = store_colmajor(X, rhs);
+    st = la_sol_check(cusolverDnXpotrs(c.sol, c.params, uplo, n, r, ty, la_member(F, b, n * n), n,
+                                       ty, la_member(rhs, b, n * r), n, info + b),
+                      "potrs");
+  if (!st) st = la_conj_tensor(&c, rhs);
+  if (!st) st = la_store_colmajor(X, rhs);
   if (info) cuda_scratch_free(c.dev, info, c.s);
   ingot_release(F);
   ingot_release(rhs);
-  la_leave(&c);
-  return st;
-}
-
-/* Per member: the binary exponent e with max|a_ij| in [2^(e-1), 2^e) (0 for
- * a zero member) read to the host; fails on non-finite input. */
-static int *member_exponents(const ingot_tensor *A, int64_t batch, ingot_status *st) {
-  static const int last2[2] = {-2, -1};
-  ingot_tensor *ab = ingot_abs(A); /* |a| for complex: any scale near the largest will do */
-  ingot_tensor *mx = ab ? ingot_amax(ab, last2, 2, false) : NULL;
-  ingot_release(ab);
-  ingot_tensor *m64 = mx ? ingot_cast(mx, INGOT_F64) : NULL;
-  double *h = malloc(sizeof(double) * (size_t)(batch > 0 ? batch : 1));
-  int *e = malloc(sizeof(int) * (size_t)(batch > 0 ? batch : 1));
-  *st = m64 && h && e         ? ingot_to_host(m64, h, sizeof(double) * (size_t)batch)
-        : ingot_last_status() ? ingot_last_status()
-                              : ingot_set_error(INGOT_ERR_OOM, "out of memory");
-  for (int64_t b = 0; !*st && b < batch; b++) {
-    if (!isfinite(h[b]))
-      *st = ingot_set_error(INGOT_ERR_NUMERIC,
-                            "batch member %lld: the input contains NaN or "
-                            "infinity",
-                            (long long)b);
-    e[b] = 0;
-    if (h[b] > 0) frexp(h[b], &e[b]);
-  }
-  ingot_release(mx);
-  ingot_release(m64);
-  free(h);
-  if (*st) {
-    free(e);
-    e = NULL;
-  }
-  return e;
-}
-
-/* x[0..n) *= 2^e (real scale of a real or complex buffer). */
-static ingot_status scale_pow2(la_ctx *c, ingot_dtype dt, void *x, int64_t n, int e) {
-  float f = ldexpf(1.f, e);
-  double d = ldexp(1.0, e);
-  if (e == 0 || n == 0) return INGOT_OK;
-  switch (dt) {
-    case INGOT_F32:
-      return blas_check(cublasSscal(c->blas, (int)n, &f, x, 1), "scal");
-    case INGOT_F64:
-      return blas_check(cublasDscal(c->blas, (int)n, &d, x, 1), "scal");
-    case INGOT_C64:
-      return blas_check(cublasCsscal(c->blas, (int)n, &f, x, 1), "scal");
-    default:
-      return blas_check(cublasZdscal(c->blas, (int)n, &d, x, 1), "scal");
-  }
-}
-
-/* SVD: cuSOLVER's gesvd needs rows >= cols. Wide or square A: its
- * row-major memory is column-major A^T (n x m) = U' S V'^H, so A = conj(V')
- * S U'^T, and the row-major reads of the VT and U buffers are U and Vh
- * as they stand. Tall A: gesvd of a column-major copy, outputs transposed
- * back. Each member is scaled by a power of two first (exact). */
-static ingot_status k_svd(ingot_op_args *a) {
-  la_ctx c;
-  ingot_status st = la_enter(a->in[0], &c);
-  if (st) return st;
-  bool uv = a->iarg[0], full = a->iarg[1];
-  int64_t batch, m, n;
-  la_dims(a->in[0], &batch, &m, &n);
-  int64_t k = m < n ? m : n;
-  ingot_dtype dt = ingot_dtype_of(a->in[0]), rdt = la_real(dt);
-  cudaDataType ty = la_type(dt), rty = la_type(rdt);
-  bool tall = m > n;
-  int64_t R = tall ? m : n, C = tall ? n : m; /* the gesvd problem: R x C, R >= C */
-  int64_t ucols = full ? R : C;               /* columns of the gesvd U (R x ucols) */
-  signed char jobu = !uv ? 'N' : full ? 'A' : 'S', jobv = !uv ? 'N' : 'A';
-  int *e = k > 0 ? member_exponents(a->in[0], batch, &st) : NULL;
-  ingot_tensor *buf = NULL, *ub = NULL, *vb = NULL;
-  int *info = NULL;
-  if (!st && k > 0) {
-    buf = tall ? colmajor(a->in[0]) : fresh_copy(a->in[0]);
-    int64_t ush[3] = {batch, ucols, R},
-            vsh[3] = {batch, C, C}; /* column-major: row-major [cols, rows] */
-    ub = buf && uv ? ingot_empty(3, ush, dt, ingot_device_of(buf)) : NULL;
-    vb = ub ? ingot_empty(3, vsh, dt, ingot_device_of(buf)) : NULL;
-    if (!buf || (uv && !vb)) st = ingot_last_status();
-    if (!st) info = scratch(&c, batch, sizeof(int), true, &st);
-  }
-  la_ws w = {0};
-  if (!st && k > 0)
-    st = sol_check(cusolverDnXgesvd_bufferSize(
-                       c.sol, c.params, jobu, jobv, R, C, ty, ingot_tensor_data(buf), R, rty,
-                       ingot_tensor_data(a->out[0]), ty, uv ? ingot_tensor_data(ub) : NULL, R, ty,
-                       uv ? ingot_tensor_data(vb) : NULL, C, ty, &w.dev_bytes, &w.host_bytes),
-                   "gesvd buffer size");
-  if (!st && k > 0) st = ws_alloc(&c, &w);
-  for (int64_t b = 0; !st && k > 0 && b < batch; b++) {
-    void *x = member(buf, b, m * n), *s = member(a->out[0], b, k);
-    st = scale_pow2(&c, dt, x, m * n, -e[b]);
-    if (!st)
-      st = sol_check(cusolverDnXgesvd(c.sol, c.params, jobu, jobv, R, C, ty, x, R, rty, s, ty,
-                                      uv ? member(ub, b, R * ucols) : NULL, R, ty,
-                                      uv ? member(vb, b, C * C) : NULL, C, ty, w.dev, w.dev_bytes,
-                                      w.host, w.host_bytes, info + b),
-                     "gesvd");
-    if (!st) st = scale_pow2(&c, rdt, s, k, e[b]);
-  }
-  ws_free(&c, &w);
-  if (!st && uv && k > 0) {
-    /* gesvd's U (R x ucols) and V^H (C x C), column-major, into 3-d views of the outputs. */
-    ingot_tensor *U3 = ingot_reshape(a->out[1], 3, (int64_t[]){batch, m, full ? m : k});
-    ingot_tensor *V3 = ingot_reshape(a->out[2], 3, (int64_t[]){batch, full ? n : k, n});
-    if (!U3 || !V3)
-      st = ingot_last_status();
-    else if (tall) {
-      st = store_colmajor(U3, ub);
-      if (!st) st = store_colmajor(V3, vb);
-    } else {
-      st = ingot_copy_(U3, vb);
-      if (!st) st = ingot_copy_(V3, ub);
-    }
-    ingot_release(U3);
-    ingot_release(V3);
-  }
-  if (!st && uv && k == 0 && full) { /* empty: the full bases are identities */
-    ingot_tensor *eu = ingot_eye(m, m, dt, ingot_device_of(a->out[1]));
-    ingot_tensor *ev = ingot_eye(n, n, dt, ingot_device_of(a->out[1]));
-    st = eu && ev ? ingot_copy_(a->out[1], eu) : ingot_last_status();
-    if (!st) st = ingot_copy_(a->out[2], ev);
-    ingot_release(eu);
-    ingot_release(ev);
-  }
-  int64_t bad;
-  int v;
-  if (!st && k > 0 && first_failure(&c, info, batch, &bad, &v, &st))
-    st = ingot_set_error(INGOT_ERR_NUMERIC,
-                         "batch member %lld: the SVD (gesvd) did not converge "
-                         "(info %d)",
-                         (long long)bad, v);
-  if (info) cuda_scratch_free(c.dev, info, c.s);
-  free(e);
-  ingot_release(buf);
-  ingot_release(ub);
-  ingot_release(vb);
   la_leave(&c);
   return st;
 }
@@ -655,30 +359,30 @@ static ingot_status k_eigh(ingot_op_args *a) {
   cudaDataType ty = la_type(dt), rty = la_type(rdt);
   cublasFillMode_t uplo = a->iarg[0] ? CUBLAS_FILL_MODE_LOWER : CUBLAS_FILL_MODE_UPPER;
   cusolverEigMode_t job = vec ? CUSOLVER_EIG_MODE_VECTOR : CUSOLVER_EIG_MODE_NOVECTOR;
-  int *e = n > 0 ? member_exponents(a->in[0], batch, &st) : NULL; /* rejects non-finite */
-  ingot_tensor *buf = !st && n > 0 ? fresh_copy(a->in[0]) : NULL;
+  int *e = n > 0 ? la_member_exponents(a->in[0], batch, &st) : NULL; /* rejects non-finite */
+  ingot_tensor *buf = !st && n > 0 ? la_fresh_copy(a->in[0]) : NULL;
   if (!st && n > 0 && !buf) st = ingot_last_status();
-  int *info = buf ? scratch(&c, batch, sizeof(int), true, &st) : NULL;
+  int *info = buf ? la_scratch(&c, batch, sizeof(int), true, &st) : NULL;
   la_ws w = {0};
   if (!st && n > 0)
-    st = sol_check(cusolverDnXsyevd_bufferSize(
-                       c.sol, c.params, job, uplo, n, ty, ingot_tensor_data(buf), n, rty,
-                       ingot_tensor_data(a->out[0]), ty, &w.dev_bytes, &w.host_bytes),
-                   "syevd buffer size");
-  if (!st && n > 0) st = ws_alloc(&c, &w);
+    st = la_sol_check(cusolverDnXsyevd_bufferSize(
+                          c.sol, c.params, job, uplo, n, ty, ingot_tensor_data(buf), n, rty,
+                          ingot_tensor_data(a->out[0]), ty, &w.dev_bytes, &w.host_bytes),
+                      "syevd buffer size");
+  if (!st && n > 0) st = la_ws_alloc(&c, &w);
   for (int64_t b = 0; !st && n > 0 && b < batch; b++)
-    st = sol_check(cusolverDnXsyevd(c.sol, c.params, job, uplo, n, ty, member(buf, b, n * n), n,
-                                    rty, member(a->out[0], b, n), ty, w.dev, w.dev_bytes, w.host,
-                                    w.host_bytes, info + b),
-                   "syevd");
-  ws_free(&c, &w);
+    st = la_sol_check(cusolverDnXsyevd(c.sol, c.params, job, uplo, n, ty, la_member(buf, b, n * n),
+                                       n, rty, la_member(a->out[0], b, n), ty, w.dev, w.dev_bytes,
+                                       w.host, w.host_bytes, info + b),
+                      "syevd");
+  la_ws_free(&c, &w);
   if (!st && vec && n > 0) {
-    st = store_colmajor(a->out[1], buf);
-    if (!st) st = conj_tensor(&c, a->out[1]);
+    st = la_store_colmajor(a->out[1], buf);
+    if (!st) st = la_conj_tensor(&c, a->out[1]);
   }
   int64_t bad;
   int v;
-  if (!st && n > 0 && first_failure(&c, info, batch, &bad, &v, &st))
+  if (!st && n > 0 && la_first_failure(&c, info, batch, &bad, &v, &st))
     st = ingot_set_error(INGOT_ERR_NUMERIC, "batch member %lld: syevd did not converge (info %d)",
                          (long long)bad, v);
   if (info) cuda_scratch_free(c.dev, info, c.s);
@@ -696,35 +400,39 @@ static ingot_status orgqr(la_ctx *c, ingot_dtype dt, int m, int nq, int k, void 
   ingot_status st;
   switch (dt) {
     case INGOT_F32:
-      st =
-          sol_check(cusolverDnSorgqr_bufferSize(c->sol, m, nq, k, A, m, tau, &lwork), "orgqr size");
+      st = la_sol_check(cusolverDnSorgqr_bufferSize(c->sol, m, nq, k, A, m, tau, &lwork),
+                        "orgqr size");
       break;
     case INGOT_F64:
-      st =
-          sol_check(cusolverDnDorgqr_bufferSize(c->sol, m, nq, k, A, m, tau, &lwork), "orgqr size");
+      st = la_sol_check(cusolverDnDorgqr_bufferSize(c->sol, m, nq, k, A, m, tau, &lwork),
+                        "orgqr size");
       break;
     case INGOT_C64:
-      st =
-          sol_check(cusolverDnCungqr_bufferSize(c->sol, m, nq, k, A, m, tau, &lwork), "ungqr size");
+      st = la_sol_check(cusolverDnCungqr_bufferSize(c->sol, m, nq, k, A, m, tau, &lwork),
+                        "ungqr size");
       break;
     default:
-      st =
-          sol_check(cusolverDnZungqr_bufferSize(c->sol, m, nq, k, A, m, tau, &lwork), "ungqr size");
+      st = la_sol_check(cusolverDnZungqr_bufferSize(c->sol, m, nq, k, A, m, tau, &lwork),
+                        "ungqr size");
       break;
   }
-  void *work = st ? NULL : scratch(c, lwork, ingot_dtype_size(dt), false, &st);
+  void *work = st ? NULL : la_scratch(c, lwork, ingot_dtype_size(dt), false, &st);
   if (!st) switch (dt) {
       case INGOT_F32:
-        st = sol_check(cusolverDnSorgqr(c->sol, m, nq, k, A, m, tau, work, lwork, info), "orgqr");
+        st =
+            la_sol_check(cusolverDnSorgqr(c->sol, m, nq, k, A, m, tau, work, lwork, info), "orgqr");
         break;
       case INGOT_F64:
-        st = sol_check(cusolverDnDorgqr(c->sol, m, nq, k, A, m, tau, work, lwork, info), "orgqr");
+        st =
+            la_sol_check(cusolverDnDorgqr(c->sol, m, nq, k, A, m, tau, work, lwork, info), "orgqr");
         break;
       case INGOT_C64:
-        st = sol_check(cusolverDnCungqr(c->sol, m, nq, k, A, m, tau, work, lwork, info), "ungqr");
+        st =
+            la_sol_check(cusolverDnCungqr(c->sol, m, nq, k, A, m, tau, work, lwork, info), "ungqr");
         break;
       default:
-        st = sol_check(cusolverDnZungqr(c->sol, m, nq, k, A, m, tau, work, lwork, info), "ungqr");
+        st =
+            la_sol_check(cusolverDnZungqr(c->sol, m, nq, k, A, m, tau, work, lwork, info), "ungqr");
         break;
     }
   if (work) cuda_scratch_free(c->dev, work, c->s);
@@ -745,58 +453,54 @@ static ingot_status k_qr(ingot_op_args *a) {
   ingot_dtype dt = ingot_dtype_of(a->in[0]);
   size_t es = ingot_dtype_size(dt);
   cudaDataType ty = la_type(dt);
-  ingot_tensor *buf = colmajor(a->in[0]), *qb = NULL, *rv = NULL, *rn = NULL, *rt = NULL;
-  char *tau = buf ? scratch(&c, batch * k, es, false, &st) : NULL;
-  int *info = tau ? scratch(&c, batch, sizeof(int), false, &st) : NULL;
+  ingot_tensor *buf = la_colmajor(a->in[0]), *qb = NULL, *rv = NULL;
+  char *tau = buf ? la_scratch(&c, batch * k, es, false, &st) : NULL;
+  int *info = tau ? la_scratch(&c, batch, sizeof(int), false, &st) : NULL;
   if (!buf) st = ingot_last_status();
   la_ws w = {0};
   if (!st && k > 0)
-    st = sol_check(cusolverDnXgeqrf_bufferSize(c.sol, c.params, m, n, ty, ingot_tensor_data(buf), m,
-                                               ty, tau, ty, &w.dev_bytes, &w.host_bytes),
-                   "geqrf buffer size");
-  if (!st && k > 0) st = ws_alloc(&c, &w);
+    st = la_sol_check(cusolverDnXgeqrf_bufferSize(c.sol, c.params, m, n, ty, ingot_tensor_data(buf),
+                                                  m, ty, tau, ty, &w.dev_bytes, &w.host_bytes),
+                      "geqrf buffer size");
+  if (!st && k > 0) st = la_ws_alloc(&c, &w);
   for (int64_t b = 0; !st && k > 0 && b < batch; b++)
-    st = sol_check(cusolverDnXgeqrf(c.sol, c.params, m, n, ty, member(buf, b, m * n), m, ty,
-                                    tau + b * k * (int64_t)es, ty, w.dev, w.dev_bytes, w.host,
-                                    w.host_bytes, info + b),
-                   "geqrf");
-  ws_free(&c, &w);
-  /* R: rows 0..qc of the factored A (row-major view), upper triangle. */
+    st = la_sol_check(cusolverDnXgeqrf(c.sol, c.params, m, n, ty, la_member(buf, b, m * n), m, ty,
+                                       tau + b * k * (int64_t)es, ty, w.dev, w.dev_bytes, w.host,
+                                       w.host_bytes, info + b),
+                      "geqrf");
+  la_ws_free(&c, &w);
+  /* R: the upper triangle of rows 0..qc of the factored A (column-major). */
   if (!st) {
-    rv = ingot_transpose(buf, -2, -1);
-    rn = rv ? ingot_narrow(rv, -2, 0, mode == 2 ? k : qc) : NULL;
-    rt = rn ? ingot_triu(rn, 0) : NULL;
-    st = rt ? ingot_copy_(a->out[1], rt) : ingot_last_status();
+    rv = ingot_narrow(buf, -1, 0, mode == 2 ? k : qc);
+    st = rv ? la_transpose_into(a->out[1], rv, false, true) : ingot_last_status();
   }
   if (!st && mode != 2 && m > 0 && qc > 0) {
     if (qc <= n) {
       for (int64_t b = 0; !st && b < batch; b++)
-        st = orgqr(&c, dt, (int)m, (int)qc, (int)k, member(buf, b, m * n),
+        st = orgqr(&c, dt, (int)m, (int)qc, (int)k, la_member(buf, b, m * n),
                    tau + b * k * (int64_t)es, info + b);
       ingot_tensor *qv = st ? NULL : ingot_narrow(buf, -2, 0, qc);
-      if (!st) st = qv ? store_colmajor(a->out[0], qv) : ingot_last_status();
+      if (!st) st = qv ? la_store_colmajor(a->out[0], qv) : ingot_last_status();
       ingot_release(qv);
     } else {
       int64_t sh[3] = {batch, m, m};
       qb = ingot_zeros(3, sh, dt, ingot_device_of(buf));
       if (!qb) st = ingot_last_status();
       for (int64_t b = 0; !st && b < batch; b++) {
-        st = cuda_check(cudaMemcpyAsync(member(qb, b, m * m), member(buf, b, m * n),
+        st = cuda_check(cudaMemcpyAsync(la_member(qb, b, m * m), la_member(buf, b, m * n),
                                         (size_t)(m * n) * es, cudaMemcpyDeviceToDevice, c.s),
                         "copy");
         if (!st)
-          st = orgqr(&c, dt, (int)m, (int)m, (int)k, member(qb, b, m * m),
+          st = orgqr(&c, dt, (int)m, (int)m, (int)k, la_member(qb, b, m * m),
                      tau + b * k * (int64_t)es, info + b);
       }
       ingot_tensor *q3 = st ? NULL : ingot_reshape(a->out[0], 3, sh);
-      if (!st) st = q3 ? store_colmajor(q3, qb) : ingot_last_status();
+      if (!st) st = q3 ? la_store_colmajor(q3, qb) : ingot_last_status();
       ingot_release(q3);
     }
   }
   if (tau) cuda_scratch_free(c.dev, tau, c.s);
   if (info) cuda_scratch_free(c.dev, info, c.s);
-  ingot_release(rt);
-  ingot_release(rn);
   ingot_release(rv);
   ingot_release(qb);
   ingot_release(buf);
@@ -814,12 +518,13 @@ static ingot_status k_householder(ingot_op_args *a) {
   int nd = ingot_ndim(a->in[1]);
   int64_t k = ingot_shape(a->in[1])[nd - 1];
   ingot_dtype dt = ingot_dtype_of(a->in[0]);
-  ingot_tensor *buf = colmajor(a->in[0]), *tau = buf ? ingot_contiguous(a->in[1]) : NULL;
-  int *info = tau ? scratch(&c, batch, sizeof(int), false, &st) : NULL;
+  ingot_tensor *buf = la_colmajor(a->in[0]), *tau = buf ? ingot_contiguous(a->in[1]) : NULL;
+  int *info = tau ? la_scratch(&c, batch, sizeof(int), false, &st) : NULL;
   if (!tau) st = ingot_last_status();
   for (int64_t b = 0; !st && m > 0 && n > 0 && b < batch; b++)
-    st = orgqr(&c, dt, (int)m, (int)n, (int)k, member(buf, b, m * n), member(tau, b, k), info + b);
-  if (!st) st = store_colmajor(a->out[0], buf);
+    st = orgqr(&c, dt, (int)m, (int)n, (int)k, la_member(buf, b, m * n), la_member(tau, b, k),
+               info + b);
+  if (!st) st = la_store_colmajor(a->out[0], buf);
   if (info) cuda_scratch_free(c.dev, info, c.s);
   ingot_release(tau);
   ingot_release(buf);
@@ -836,9 +541,9 @@ static ingot_status k_det(ingot_op_args *a) {
   int64_t batch, n;
   la_dims(a->in[0], &batch, &n, &n);
   ingot_dtype dt = ingot_dtype_of(a->in[0]);
-  ingot_tensor *buf = fresh_copy(a->in[0]);
-  int64_t *piv = buf ? scratch(&c, batch * n, 8, false, &st) : NULL;
-  int *info = piv ? scratch(&c, batch, sizeof(int), false, &st) : NULL;
+  ingot_tensor *buf = la_fresh_copy(a->in[0]);
+  int64_t *piv = buf ? la_scratch(&c, batch * n, 8, false, &st) : NULL;
+  int *info = piv ? la_scratch(&c, batch, sizeof(int), false, &st) : NULL;
   if (!buf) st = ingot_last_status();
   if (!st && n > 0) st = getrf_all(&c, buf, batch, n, n, piv, info);
   if (!st)
@@ -866,7 +571,7 @@ static ingot_status k_lu_unpack(ingot_op_args *a) {
   ingot_tensor *P = a->out[0], *L = a->out[1], *U = a->out[2];
   int64_t *piv64 = pivots64(&c, a->in[1], m, &st); /* validates 1..m */
   ingot_tensor *piv = st ? NULL : ingot_contiguous(a->in[1]);
-  int64_t *perm = piv ? scratch(&c, batch * m, 8, false, &st) : NULL;
+  int64_t *perm = piv ? la_scratch(&c, batch * m, 8, false, &st) : NULL;
   if (!st && !piv) st = ingot_last_status();
   if (!st)
     st = cuda_check(cudaMemsetAsync(ingot_tensor_data(P), 0,
@@ -910,7 +615,7 @@ void cuda_register_linalg(ingot_backend *be) {
   be->kernels[INGOT_OP_INV] = k_inv;
   be->kernels[INGOT_OP_CHOLESKY] = k_cholesky;
   be->kernels[INGOT_OP_CHOLESKY_SOLVE] = k_cholesky_solve;
-  be->kernels[INGOT_OP_SVD] = k_svd;
+  be->kernels[INGOT_OP_SVD] = cuda_linalg_svd;
   be->kernels[INGOT_OP_EIGH] = k_eigh;
   be->kernels[INGOT_OP_CONJ] = k_conj;
   be->kernels[INGOT_OP_QR] = k_qr;
