@@ -33,10 +33,7 @@
 
 namespace {
 
-using qgemv::kRowsPerGroup;
-using qgemv::kThreads;
-using qgemv::qgemv_kernel;
-using qgemv::qget_rows_kernel;
+using namespace qgemv;
 
 // True when row starts (base and row stride) meet the type's load alignment.
 bool rows_aligned(int type, const void *w, int64_t rs) {
@@ -57,12 +54,32 @@ cudaError_t launch_get_rows(int type, const uint8_t *w, int64_t rs, int64_t nrow
   return cudaGetLastError();
 }
 
-template <int TYPE>
-cudaError_t launch_gemv_t(const uint8_t *w, int64_t rs, const float *x, int64_t k, int64_t n, int m,
-                          float *y, cudaStream_t s) {
+// KERNEL<TYPE, R> launched with R = m rounded up to 1, 2, 4 or 8.
+#define QGEMV_BY_M(m, KERNEL, GRID, THREADS, SMEM, S, ...)      \
+  do {                                                          \
+    if ((m) == 1)                                               \
+      KERNEL<TYPE, 1><<<GRID, THREADS, SMEM, S>>>(__VA_ARGS__); \
+    else if ((m) == 2)                                          \
+      KERNEL<TYPE, 2><<<GRID, THREADS, SMEM, S>>>(__VA_ARGS__); \
+    else if ((m) <= 4)                                          \
+      KERNEL<TYPE, 4><<<GRID, THREADS, SMEM, S>>>(__VA_ARGS__); \
+    else                                                        \
+      KERNEL<TYPE, 8><<<GRID, THREADS, SMEM, S>>>(__VA_ARGS__); \
+  } while (0)
+
+// Lanes per row group: the next power of two >= the row's units, at most 32.
+int lanes_per_row(int64_t k) {
   const int64_t units = (k + ggml::kUnit - 1) / ggml::kUnit;
   int lpr = 1;
   while (lpr < 32 && lpr < units) lpr *= 2;
+  return lpr;
+}
+
+// The global-memory kernel (any alignment; res may be NULL).
+template <int TYPE>
+cudaError_t launch_gemv_t(const uint8_t *w, int64_t rs, const float *x, int64_t k, int64_t n, int m,
+                          float *y, const float *res, cudaStream_t s) {
+  const int lpr = lanes_per_row(k);
   const int64_t rows_per_warp = (int64_t)(32 / lpr) * kRowsPerGroup;
   const int64_t groups = (n + rows_per_warp - 1) / rows_per_warp;  // warps needed
   int64_t blocks = (groups + kThreads / 32 - 1) / (kThreads / 32);
@@ -70,23 +87,47 @@ cudaError_t launch_gemv_t(const uint8_t *w, int64_t rs, const float *x, int64_t 
   const bool al = rows_aligned(TYPE, w, rs);
   const bool xvec = (uintptr_t)x % 16 == 0 && k % 4 == 0;
   const unsigned g = (unsigned)blocks;
-  if (m == 1)
-    qgemv_kernel<TYPE, 1><<<g, kThreads, 0, s>>>(w, rs, x, k, n, m, y, lpr, al, xvec);
-  else if (m == 2)
-    qgemv_kernel<TYPE, 2><<<g, kThreads, 0, s>>>(w, rs, x, k, n, m, y, lpr, al, xvec);
-  else if (m <= 4)
-    qgemv_kernel<TYPE, 4><<<g, kThreads, 0, s>>>(w, rs, x, k, n, m, y, lpr, al, xvec);
-  else
-    qgemv_kernel<TYPE, 8><<<g, kThreads, 0, s>>>(w, rs, x, k, n, m, y, lpr, al, xvec);
+  QGEMV_BY_M(m, qgemv_kernel, g, kThreads, 0, s, w, rs, x, k, n, m, y, res, lpr, al, xvec);
   return cudaGetLastError();
+}
+
+// The shared-memory kernel when it applies (16-byte aligned rows, a task of
+// rows within kStageBytes, x and the warps' buffers within kSmemLimit):
+// *launched true; else nothing is launched.
+template <int TYPE>
+cudaError_t launch_gemv_smem_t(const uint8_t *w, int64_t rs, const float *x, int64_t k, int64_t n,
+                               int m, float *y, const float *res, const float *norm, float eps,
+                               cudaStream_t s, bool *launched) {
+  *launched = false;
+  if ((uintptr_t)w % 16 || rs % 16 || k > (1 << 20)) return cudaSuccess;
+  const int lpr = lanes_per_row(k);
+  const int64_t rw = (int64_t)(32 / lpr) * kRowsPerGroup, task_bytes = rw * rs;
+  if (task_bytes > kStageBytes) return cudaSuccess;
+  const int64_t ntask = (n + rw - 1) / rw;
+  // Small N: 2-warp blocks spread the few tasks over more SMs.
+  const int threads = ntask >= 132 * 8 ? kSmemMaxThreads : 64, nw = threads / 32;
+  const int64_t smem = smem_x_bytes(m, k) + nw * smem_warp_bytes(task_bytes);
+  if (smem > kSmemLimit) return cudaSuccess;
+  int64_t blocks = (ntask + nw - 1) / nw;
+  if (blocks > 132 * 4) blocks = 132 * 4;  // grid-stride: later tasks prefetched
+  const bool xvec = (uintptr_t)x % 16 == 0 && k % 4 == 0;
+  const unsigned g = (unsigned)blocks;
+  QGEMV_BY_M(m, qgemv_smem_kernel, g, threads, (size_t)smem, s, w, rs, x, (int)k, n, m, y, res,
+             norm, eps, lpr, xvec);
+  *launched = true;
+  return cudaGetLastError();
+}
+
+ingot_status launch_add_res(float *y, const float *res, int64_t n, cudaStream_t s) {
+  add_res_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(y, res, n);
+  return cuda_check(cudaGetLastError(), "qmatmul residual kernel");
 }
 
 // y [M, N] = x [M, K] . deq(W)^T for M > 8: W dequantised into f32 scratch,
 // then the MATMUL kernel of this backend on [1, M, K] x [1, K, N] views.
-ingot_status qmatmul_prefill(ingot_op_args *a, cudaStream_t s) {
-  ingot_tensor *x = a->in[0], *w = a->in[1], *y = a->out[0];
-  const int type = (int)a->iarg[0];
-  const int64_t k = a->iarg[1], m = ingot_shape(x)[0], n = ingot_shape(w)[0];
+ingot_status qmatmul_prefill(ingot_tensor *x, ingot_tensor *w, int type, int64_t k, ingot_tensor *y,
+                             cudaStream_t s) {
+  const int64_t m = ingot_shape(x)[0], n = ingot_shape(w)[0];
   const int64_t dshape[3] = {1, n, k}, xshape[3] = {1, m, k}, yshape[3] = {1, m, n};
   ingot_tensor *deq = ingot_empty(3, dshape, INGOT_F32, ingot_device_of(w));
   if (!deq) return ingot_last_status();
@@ -108,21 +149,44 @@ ingot_status qmatmul_prefill(ingot_op_args *a, cudaStream_t s) {
   return st;
 }
 
+// in[2] = norm, in[3] = res (either may be NULL). M <= 8: one launch of the
+// shared-memory kernel when it applies; otherwise rms_norm (the RMS_NORM
+// kernel), the product, and res added in the global kernel's epilogue or
+// (M > 8) by add_res_kernel.
 ingot_status k_qmatmul(ingot_op_args *a) {
-  ingot_tensor *x = a->in[0], *w = a->in[1], *y = a->out[0];
+  ingot_tensor *x = a->in[0], *w = a->in[1], *norm = a->in[2], *res = a->in[3], *y = a->out[0];
   ingot_status st = cuda_use_device_of(y);
   if (st) return st;
   cudaStream_t s = stream_of(y);
   const int type = (int)a->iarg[0];
   const int64_t k = a->iarg[1], m = ingot_shape(x)[0], n = ingot_shape(w)[0];
-  if (m > 8) return qmatmul_prefill(a, s);
-  const uint8_t *wp = (const uint8_t *)ingot_tensor_data(w);
-  const float *xp = (const float *)ingot_tensor_data(x);
-  float *yp = (float *)ingot_tensor_data(y);
   const int64_t rs = ingot_shape(w)[1];
+  const uint8_t *wp = (const uint8_t *)ingot_tensor_data(w);
+  const float *rp = res ? (const float *)ingot_tensor_data(res) : nullptr;
+  const float *np = norm ? (const float *)ingot_tensor_data(norm) : nullptr;
+  float *yp = (float *)ingot_tensor_data(y);
   cudaError_t e = cudaErrorInvalidValue;
-  GGML_TYPE_SWITCH(type, e = launch_gemv_t<QT>(wp, rs, xp, k, n, (int)m, yp, s));
-  return cuda_check(e, "qmatmul kernel");
+  if (m <= 8) {
+    bool done = false;
+    GGML_TYPE_SWITCH(
+        type, e = launch_gemv_smem_t<QT>(wp, rs, (const float *)ingot_tensor_data(x), k, n, (int)m,
+                                         yp, rp, np, (float)a->farg[0], s, &done));
+    if (done || e != cudaSuccess) return cuda_check(e, "qmatmul kernel");
+  }
+  ingot_tensor *xn = norm ? ingot_rms_norm(x, norm, a->farg[0]) : nullptr;
+  if (norm && !xn) return ingot_last_status();
+  if (xn) x = xn;
+  if (m > 8) {
+    st = qmatmul_prefill(x, w, type, k, y, s);
+    if (!st && rp) st = launch_add_res(yp, rp, m * n, s);
+  } else {
+    e = cudaErrorInvalidValue;
+    GGML_TYPE_SWITCH(type, e = launch_gemv_t<QT>(wp, rs, (const float *)ingot_tensor_data(x), k, n,
+                                                 (int)m, yp, rp, s));
+    st = cuda_check(e, "qmatmul kernel");
+  }
+  ingot_release(xn);  // stream-ordered, as the prefill scratch
+  return st;
 }
 
 ingot_status k_qget_rows(ingot_op_args *a) {
