@@ -100,7 +100,8 @@ cudaError_t launch_gemv_smem_t(const uint8_t *w, int64_t rs, const float *x, int
                                cudaStream_t s, bool *launched) {
   *launched = false;
   if ((uintptr_t)w % 16 || rs % 16 || k > (1 << 20)) return cudaSuccess;
-  const int lpr = lanes_per_row(k);
+  int lpr = lanes_per_row(k);
+  while (lpr < 32 && (32 / lpr) * kRowsPerGroup * rs > kStageBytes) lpr *= 2;  // fewer rows a task
   const int64_t rw = (int64_t)(32 / lpr) * kRowsPerGroup, task_bytes = rw * rs;
   if (task_bytes > kStageBytes) return cudaSuccess;
   const int64_t ntask = (n + rw - 1) / rw;
