@@ -54,6 +54,10 @@ cudaError_t launch_get_rows(int type, const uint8_t *w, int64_t rs, int64_t nrow
   return cudaGetLastError();
 }
 
+// Tasks beyond which the shared-memory GEMV is bandwidth-bound (several
+// tasks per warp): 4 tasks per warp of 132 SMs x 4 resident 4-warp blocks.
+constexpr int64_t kManyTasks = 132 * 16 * 4;
+
 // KERNEL<TYPE, R> launched with R = m rounded up to 1, 2, 4 or 8.
 #define QGEMV_BY_M(m, KERNEL, GRID, THREADS, SMEM, S, ...)      \
   do {                                                          \
@@ -102,11 +106,17 @@ cudaError_t launch_gemv_smem_t(const uint8_t *w, int64_t rs, const float *x, int
   if ((uintptr_t)w % 16 || rs % 16 || k > (1 << 20)) return cudaSuccess;
   int lpr = lanes_per_row(k);
   while (lpr < 32 && (32 / lpr) * kRowsPerGroup * rs > kStageBytes) lpr *= 2;  // fewer rows a task
+  // Many tasks (a large N: bandwidth-bound): more rows a task, so more bytes
+  // in flight per warp (never fewer than 8 lanes a row).
+  while (lpr > 8 && (n / ((32 / lpr) * kRowsPerGroup)) >= kManyTasks &&
+         2 * (32 / lpr) * kRowsPerGroup * rs <= kStageBytes)
+    lpr /= 2;
   const int64_t rw = (int64_t)(32 / lpr) * kRowsPerGroup, task_bytes = rw * rs;
   if (task_bytes > kStageBytes) return cudaSuccess;
   const int64_t ntask = (n + rw - 1) / rw;
   // Small N: 2-warp blocks spread the few tasks over more SMs.
   const int threads = ntask >= 132 * 8 ? kSmemMaxThreads : 64, nw = threads / 32;
+  static_assert(kManyTasks >= 132 * 8, "a bandwidth-bound product runs 4-warp blocks");
   const int64_t smem = smem_x_bytes(m, k) + nw * smem_warp_bytes(task_bytes);
   if (smem > kSmemLimit) return cudaSuccess;
   int64_t blocks = (ntask + nw - 1) / nw;
