@@ -114,8 +114,9 @@ cudaError_t launch_gemv_smem_t(const uint8_t *w, int64_t rs, const float *x, int
   const int64_t rw = (int64_t)(32 / lpr) * kRowsPerGroup, task_bytes = rw * rs;
   if (task_bytes > kStageBytes) return cudaSuccess;
   const int64_t ntask = (n + rw - 1) / rw;
-  // Small N: 2-warp blocks spread the few tasks over more SMs.
-  const int threads = ntask >= 132 * 8 ? kSmemMaxThreads : 64, nw = threads / 32;
+  // Small N: 2- or 1-warp blocks spread the few tasks over more SMs.
+  const int threads = ntask >= 132 * 8 ? kSmemMaxThreads : ntask >= 132 * 2 ? 64 : 32;
+  const int nw = threads / 32;
   static_assert(kManyTasks >= 132 * 8, "a bandwidth-bound product runs 4-warp blocks");
   const int64_t smem = smem_x_bytes(m, k) + nw * smem_warp_bytes(task_bytes);
   if (smem > kSmemLimit) return cudaSuccess;
