@@ -111,7 +111,9 @@ cudaError_t launch_gemv_smem_t(const uint8_t *w, int64_t rs, const float *x, int
   while (lpr > 8 && (n / ((32 / lpr) * kRowsPerGroup)) >= kManyTasks &&
          2 * (32 / lpr) * kRowsPerGroup * rs <= kStageBytes)
     lpr /= 2;
-  const int64_t rw = (int64_t)(32 / lpr) * kRowsPerGroup, task_bytes = rw * rs;
+  int64_t rw = (int64_t)(32 / lpr) * kRowsPerGroup;
+  if (rw * rs > kStageBytes && lpr == 32) rw = 1;  // long rows: one a task
+  const int64_t task_bytes = rw * rs;
   if (task_bytes > kStageBytes) return cudaSuccess;
   const int64_t ntask = (n + rw - 1) / rw;
   // Small N: 2- or 1-warp blocks spread the few tasks over more SMs.
@@ -125,7 +127,7 @@ cudaError_t launch_gemv_smem_t(const uint8_t *w, int64_t rs, const float *x, int
   const bool xvec = (uintptr_t)x % 16 == 0 && k % 4 == 0;
   const unsigned g = (unsigned)blocks;
   QGEMV_BY_M(m, qgemv_smem_kernel, g, threads, (size_t)smem, s, w, rs, x, (int)k, n, m, y, res,
-             norm, eps, lpr, xvec);
+             norm, eps, lpr, (int)rw, xvec);
   *launched = true;
   return cudaGetLastError();
 }

@@ -67,15 +67,17 @@ __device__ __forceinline__ void group_sum(float (*acc)[R], int lpr) {
       for (int o = lpr / 2; o > 0; o >>= 1) acc[c][r] += __shfl_xor_sync(0xffffffffu, acc[c][r], o);
 }
 
-// y[r, row0 + c] = acc[c][r] (+ res[r, row0 + c]) for the rows that exist.
+// y[r, row0 + c] = acc[c][r] (+ res[r, row0 + c]) for the rows below end
+// (y is [m, n]).
 template <int R, int C>
-__device__ __forceinline__ void store_rows(const float (*acc)[R], int64_t row0, int64_t n, int m,
-                                           float *__restrict__ y, const float *__restrict__ res) {
+__device__ __forceinline__ void store_rows(const float (*acc)[R], int64_t row0, int64_t end,
+                                           int64_t n, int m, float *__restrict__ y,
+                                           const float *__restrict__ res) {
 #pragma unroll
   for (int c = 0; c < C; c++)
 #pragma unroll
     for (int r = 0; r < R; r++)
-      if (r < m && row0 + c < n) {
+      if (r < m && row0 + c < end) {
         const int64_t i = r * n + row0 + c;
         y[i] = res ? acc[c][r] + __ldg(res + i) : acc[c][r];
       }
@@ -120,7 +122,7 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
     group_sum<R, C>(acc, lpr);
-    if (sub == 0) store_rows<R, C>(acc, row0, n, m, y, res);
+    if (sub == 0) store_rows<R, C>(acc, row0, n, n, m, y, res);
   }
 }
 
@@ -210,18 +212,20 @@ __device__ __forceinline__ void stage_x(const float *__restrict__ x, int m, int 
   __syncthreads();
 }
 
-// Host guarantees: w and rs 16-byte aligned, (32 / lpr) * C * rs <=
-// kStageBytes, dynamic shared memory = smem_x_bytes + warps * smem_warp_bytes.
+// Host guarantees: w and rs 16-byte aligned, rw (rows a task) = (32 / lpr)
+// * C, or 1 when lpr = 32 and two rows exceed kStageBytes (the group's
+// second row is then absent), rw * rs <= kStageBytes, dynamic shared memory
+// = smem_x_bytes + warps * smem_warp_bytes.
 template <int TYPE, int R>
 __global__ void __launch_bounds__(kSmemMaxThreads)
     qgemv_smem_kernel(const uint8_t *__restrict__ w, int64_t rs, const float *__restrict__ x, int k,
                       int64_t n, int m, float *__restrict__ y, const float *__restrict__ res,
-                      const float *__restrict__ norm, float eps, int lpr, bool xvec) {
+                      const float *__restrict__ norm, float eps, int lpr, int rw, bool xvec) {
   constexpr int C = kRowsPerGroup;
   extern __shared__ int4 smem_raw[];
   const int units = (k + ggml::kUnit - 1) / ggml::kUnit, xstride = units * kXSkew;
   const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5, nw = blockDim.x >> 5;
-  const int sub = lane % lpr, grp = lane / lpr, rw = (32 / lpr) * C;
+  const int sub = lane % lpr, grp = lane / lpr;
   float *xs = reinterpret_cast<float *>(smem_raw);
   float *inv = xs + m * xstride;
   uint8_t *wb =
@@ -263,7 +267,7 @@ __global__ void __launch_bounds__(kSmemMaxThreads)
       }
     }
     group_sum<R, C>(acc, lpr);
-    if (sub == 0) store_rows<R, C>(acc, r0 + lr0, n, m, y, res);
+    if (sub == 0) store_rows<R, C>(acc, r0 + lr0, r0 + rows, n, m, y, res);
     __syncwarp();  // the buffer is rewritten by the next task
   }
 }

@@ -228,10 +228,12 @@ def test_qmatmul_fused(name, use_norm, use_res, padded):
 @pytest.mark.parametrize("name,n,k,ms", [("Q4_1", 1536, 576, [1, 4, 8]),
                                           ("Q4_1", 576, 1536, [1, 4, 8]),
                                           ("Q8_0", 49152, 576, [1, 2]),
+                                          ("Q8_0", 2051, 2048, [1, 2, 6]),
                                           ("Q4_K", 512, 14336, [1, 3])])
 def test_qmatmul_fused_model_shapes(name, n, k, ms):
     """SmolLM2's products (M = 8 at K = 1536 and K = 14336 exceed the shared
-    memory for x: the composed path), norm and res both on, padded rows."""
+    memory for x: the composed path), long rows (Q8_0 K = 2048: one row a
+    task), norm and res both on, padded rows."""
     rng = np.random.default_rng(seed(name, n, k, "fused"))
     tid, wq = weights_fast(name, n, k, rng)
     w64 = to_numpy(call("ingot_qget_rows", tensor(wq), tid, k,
