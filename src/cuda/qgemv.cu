@@ -1,10 +1,16 @@
 // Products with GGML-block weights and quantised row lookup on CUDA:
-// QMATMUL (y [M, N] = x [M, K] . W^T) and QGET_ROWS (contracts in
-// src/core/ops_nn.c; CPU reference src/cpu/nn.c). Every type of
-// ggml_blocks.cuh (F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K).
+// QMATMUL (y [M, N] = (norm ? rms_norm(x) : x) [M, K] . W^T (+ res)) and
+// QGET_ROWS (contracts in src/core/ops_nn.c; CPU reference src/cpu/nn.c).
+// Every type of ggml_blocks.cuh (F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K
+// Q5_K Q6_K); W rows may be padded (row stride S >= the row's bytes).
 //
 // Design:
-// - M <= 8 (decode): qgemv_kernel reads the blocks directly. A group of L
+// - M <= 8, rows 16-byte aligned (the model pads them at upload), rows up
+//   to 4 KiB and x within 48 KiB of shared memory: qgemv_smem_kernel
+//   (qgemv_kernels.cuh: x staged and normalised per block, row spans read
+//   with int4 loads into a per-warp shared buffer, double-buffered), the
+//   norm and the residual in the same launch.
+// - Other M <= 8 products: qgemv_kernel reads the blocks directly. A group of L
 //   lanes (L = 32, or the next power of two >= the row's 32-element units
 //   when a row is short, so that a warp then owns several groups) owns two
 //   consecutive output rows; lane i decodes units i, i+L, ... (a legacy
@@ -12,12 +18,14 @@
 //   into registers and multiplies them by all M rows of x (one template per
 //   M rounded up to 1/2/4/8: each weight load is reused M times, each x load
 //   twice), f32 accumulation, shuffle reduction within the group. x is read
-//   through the read-only cache (at most 8 rows; it stays in L1/L2).
+//   through the read-only cache (at most 8 rows; it stays in L1/L2). A norm
+//   is applied first by the RMS_NORM kernel; res is added in its epilogue.
 // - M > 8 (prefill): W is dequantised (the QGET_ROWS kernel with the
 //   identity ids) into an f32 scratch tensor from the caching allocator, and
 //   the CUDA MATMUL kernel (cuBLASLt, f32, no TF32) multiplies x by its
 //   transpose straight into y: correct first; a bf16/f16 scratch is the
-//   faster follow-up (docs/perf-notes.md).
+//   faster follow-up (docs/perf-notes.md). A norm is applied first (the
+//   RMS_NORM kernel), res added after (add_res_kernel).
 // - QGET_ROWS: one thread per (id, 32-element unit). Ids are checked as
 //   embedding checks them (cuda_check_index_range); with checks off an
 //   out-of-range id yields a zero row.
