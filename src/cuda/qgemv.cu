@@ -62,8 +62,10 @@ cudaError_t launch_get_rows(int type, const uint8_t *w, int64_t rs, int64_t nrow
   return cudaGetLastError();
 }
 
-// Tasks beyond which the shared-memory GEMV is bandwidth-bound (several
-// tasks per warp): 4 tasks per warp of 132 SMs x 4 resident 4-warp blocks.
+// Resident 4-warp blocks of the shared-memory GEMV on the H200 (132 SMs).
+constexpr int64_t kResidentBlocks = 132 * 3;
+// Tasks beyond which the shared-memory GEMV is bandwidth-bound: 4 tasks per
+// warp of 132 SMs x 4 4-warp blocks.
 constexpr int64_t kManyTasks = 132 * 16 * 4;
 
 // KERNEL<TYPE, R> launched with R = m rounded up to 1, 2, 4 or 8.
@@ -131,7 +133,10 @@ cudaError_t launch_gemv_smem_t(const uint8_t *w, int64_t rs, const float *x, int
   const int64_t smem = smem_x_bytes(m, k) + nw * smem_warp_bytes(task_bytes);
   if (smem > kSmemLimit) return cudaSuccess;
   int64_t blocks = (ntask + nw - 1) / nw;
-  if (blocks > 132 * 4) blocks = 132 * 4;  // grid-stride: later tasks prefetched
+  // Grid-stride over the tasks (each warp prefetches its next one): no more
+  // blocks than stay resident (144-168 registers a thread: 3 blocks of 128
+  // threads an SM), or a second wave would start late and finish last.
+  if (blocks > kResidentBlocks) blocks = kResidentBlocks;
   const bool xvec = (uintptr_t)x % 16 == 0 && k % 4 == 0;
   const unsigned g = (unsigned)blocks;
   QGEMV_BY_M(m, qgemv_smem_kernel, g, threads, (size_t)smem, s, w, rs, x, (int)k, n, m, y, res,
