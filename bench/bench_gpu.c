@@ -259,6 +259,49 @@ static void bench_gemv(bench_ctx *c, int64_t K, int64_t N) {
   for (int i = 0; i < g.copies; i++) ingot_release(g.wt[i]);
 }
 
+/* ---- quantised decode GEMV (ingot_qmatmul[_fused]) on SmolLM2's shapes ----
+ * W: random bytes [N, S] (S = the row's bytes padded to 16, as the model
+ * uploads them; the time does not depend on the values), up to 16 rotated
+ * copies: the small products then sit in L2 (in a decode step the 96 MB of
+ * weights do not), the LM head streams from DRAM. GB/s of weight bytes.
+ * fused: norm and res on (one qmatmul_fused launch). */
+typedef struct qgemv_arg {
+  ingot_tensor *x, *norm, *res, *wt[MAX_COPIES];
+  int copies, type;
+  int64_t k;
+} qgemv_arg;
+
+static ingot_tensor *run_qgemv(void *p, int iter) {
+  qgemv_arg *g = p;
+  return ingot_qmatmul_fused(g->x, g->wt[iter % g->copies], g->type, g->k, g->norm, 1e-5, g->res);
+}
+
+static void bench_qgemv(bench_ctx *c, int type, int64_t K, int64_t N, bool fused) {
+  char id[64], shape[64];
+  snprintf(id, sizeof id, "qgemv%s_%s_K%lld_N%lld", fused ? "_fused" : "",
+           ingot_ggml_type_name(type), (long long)K, (long long)N);
+  if (!bench_selected(c, id)) return;
+  const int64_t S = ((int64_t)ingot_ggml_row_size(type, K) + 15) / 16 * 16;
+  const double bytes = (double)N * (double)S;
+  qgemv_arg g = {.copies = (int)ceil(240e6 / bytes), .type = type, .k = K};
+  if (g.copies > MAX_COPIES) g.copies = MAX_COPIES;
+  bool ok = (g.x = randn_as(2, (int64_t[]){1, K}, INGOT_F32, c->dev)) != NULL;
+  if (fused)
+    ok = ok && (g.norm = randn_as(1, (int64_t[]){K}, INGOT_F32, c->dev)) &&
+         (g.res = randn_as(2, (int64_t[]){1, N}, INGOT_F32, c->dev));
+  for (int i = 0; i < g.copies && ok; i++)
+    ok = (g.wt[i] = ingot_randint(0, 255, 2, (int64_t[]){N, S}, INGOT_U8, c->dev)) != NULL;
+  double t = ok ? event_time(c->dev, run_qgemv, &g, 5, 50) : -1;
+  snprintf(shape, sizeof shape, "[1,%lld]x[%lld,%lld]^T", (long long)K, (long long)N, (long long)K);
+  add_result(c, id, shape, ingot_ggml_type_name(type), t, "GB/s", bytes, 1e-9);
+  if (ok)
+    bench_graph_variants(c, id, shape, ingot_ggml_type_name(type), run_qgemv, &g, "GB/s", bytes);
+  ingot_release(g.x);
+  ingot_release(g.norm);
+  ingot_release(g.res);
+  for (int i = 0; i < g.copies; i++) ingot_release(g.wt[i]);
+}
+
 /* ---- softmax and top-k over a vocabulary ---- */
 static ingot_tensor *run_softmax(void *p, int iter) {
   (void)iter;
@@ -478,6 +521,12 @@ void bench_gpu_workloads(bench_ctx *c) {
   bench_gemv(c, 4096, 14336);
   bench_gemv(c, 2048, 151936);
   bench_gemv(c, 8192, 28672);
+  bench_qgemv(c, INGOT_GGML_Q4_1, 576, 576, false);
+  bench_qgemv(c, INGOT_GGML_Q4_1, 576, 576, true);
+  bench_qgemv(c, INGOT_GGML_Q4_1, 576, 192, false);
+  bench_qgemv(c, INGOT_GGML_Q4_1, 576, 1536, false);
+  bench_qgemv(c, INGOT_GGML_Q4_1, 1536, 576, true);
+  bench_qgemv(c, INGOT_GGML_Q8_0, 576, 49152, false);
   bench_vocab(c, 1);
   bench_vocab(c, 64);
   bench_linalg(c);

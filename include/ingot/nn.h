@@ -13,15 +13,22 @@
 extern "C" {
 #endif
 
-/* y [M, N] (f32) = x [M, K] (f32, rows contiguous) times W^T, where W is a
- * uint8 tensor [N, row_bytes] holding each output row as ggml blocks of
- * ggml_type (ingot/quant.h ids: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1,
- * Q8_0, Q4_K, Q5_K, Q6_K) over K = cols; x and W on the same device. */
+/* y [M, N] (f32) = x [M, K] (f32) times W^T, where W is a uint8 tensor
+ * [N, S] whose row n starts with output row n as ggml blocks of ggml_type
+ * (ingot/quant.h ids: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K,
+ * Q5_K, Q6_K) over K = cols; S >= those row bytes (the rest is padding,
+ * never read: pad rows to 16 bytes for the fastest CUDA path). Same device. */
 ingot_tensor *ingot_qmatmul(const ingot_tensor *x, const ingot_tensor *w, int ggml_type,
                             int64_t cols);
-/* Rows ids [T] (int32/int64, on w's device) of a ggml-block table W
- * [rows, row_bytes] of ggml_type, dequantised to f32 [T, cols] (embedding
- * lookup of a quantised table). Out-of-range ids fail like ingot_embedding. */
+/* (norm ? rms_norm(x, norm, eps) : x) . W^T (+ res when res != NULL) in one
+ * op (one kernel on CUDA for M <= 8): norm f32 [cols], res f32 [M, N]. */
+ingot_tensor *ingot_qmatmul_fused(const ingot_tensor *x, const ingot_tensor *w, int ggml_type,
+                                  int64_t cols, const ingot_tensor *norm, double eps,
+                                  const ingot_tensor *res);
+/* Rows ids [T] (int32/int64, on w's device) of a ggml-block table W [rows, S]
+ * of ggml_type (padded rows as in ingot_qmatmul), dequantised to f32
+ * [T, cols] (embedding lookup of a quantised table). Out-of-range ids fail
+ * like ingot_embedding. */
 ingot_tensor *ingot_qget_rows(const ingot_tensor *w, int ggml_type, int64_t cols,
                               const ingot_tensor *ids);
 /* x * rsqrt(mean(x^2 over the last dim) + eps) * weight; x [..., n] f32/bf16/f16,

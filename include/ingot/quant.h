@@ -43,6 +43,10 @@ ingot_status ingot_ggml_dequantize(int type, const void *src, float *dst, int64_
  * over rows; reads the blocks directly (no dequantised copy of W). */
 ingot_status ingot_ggml_matvec(int type, const void *w, int64_t rows, int64_t cols, const float *x,
                                int64_t nx, float *y);
+/* ingot_ggml_matvec with row r at (char*)w + r*row_stride (row_stride >= the
+ * row's bytes: padded rows; the padding is never read). */
+ingot_status ingot_ggml_matvec_strided(int type, const void *w, size_t row_stride, int64_t rows,
+                                       int64_t cols, const float *x, int64_t nx, float *y);
 /* The same product with x rounded to int8 per 32-element block as llama.cpp
  * does (ggml's quantize_row_q8_1_ref: d = max|x|/127 and s = d * sum(q) kept
  * as f16, q = round(x / d)), then integer dot products per weight block:

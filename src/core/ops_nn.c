@@ -1,9 +1,13 @@
 /* Fronts of the fused transformer ops (include/ingot/nn.h). Contracts:
  *
- * QMATMUL:   in[0] = x, f32 [M, K] contiguous; in[1] = W, u8 [N, row_bytes]
- *            contiguous (row n = ggml blocks of K elements); iarg[0] = ggml
- *            type, iarg[1] = K; out[0] = f32 [M, N]. M, N, K > 0.
- * QGET_ROWS: in[0] = W as above [rows, row_bytes]; in[1] = ids, int64 [T]
+ * QMATMUL:   in[0] = x, f32 [M, K] contiguous; in[1] = W, u8 [N, S]
+ *            contiguous (row n = ggml blocks of K elements in its first
+ *            row_bytes bytes, S >= row_bytes: padding ignored); in[2] = norm,
+ *            f32 [K] contiguous, or NULL; in[3] = res, f32 [M, N] contiguous,
+ *            or NULL; iarg[0] = ggml type, iarg[1] = K; farg[0] = eps;
+ *            out[0] = f32 [M, N] = (norm ? rms_norm(x, norm, eps) : x) . W^T
+ *            (+ res). M, N, K > 0. nin = 4 (slots 2 and 3 may be NULL).
+ * QGET_ROWS: in[0] = W as above [rows, S]; in[1] = ids, int64 [T]
  *            contiguous; iarg[0] = type, iarg[1] = cols; out[0] = f32
  *            [T, cols]. Ids outside [0, rows) fail with INGOT_ERR_INDEX
  *            (message of embedding) before anything is written.
@@ -22,8 +26,8 @@ static bool is_float16_32(ingot_dtype dt) {
   return dt == INGOT_F32 || dt == INGOT_BF16 || dt == INGOT_F16;
 }
 
-/* Checks of a ggml-block table W [rows, row_bytes] holding cols elements of
- * type per row; false + error naming op. */
+/* Checks of a ggml-block table W [rows, S] holding cols elements of type in
+ * the first row_bytes of each row (S >= row_bytes); false + error naming op. */
 static bool check_qtable(const char *op, const ingot_tensor *w, int type, int64_t cols) {
   const int64_t bs = ingot_ggml_block_size(type);
   if (bs <= 0) {
@@ -42,9 +46,9 @@ static bool check_qtable(const char *op, const ingot_tensor *w, int type, int64_
     return false;
   }
   const size_t rb = ingot_ggml_row_size(type, cols);
-  if (w->ndim != 2 || (size_t)w->shape[1] != rb) {
+  if (w->ndim != 2 || (size_t)w->shape[1] < rb) {
     ingot_set_error(INGOT_ERR_SHAPE,
-                    "%s: weight must be [rows, %zu] (%lld %s elements per row), got %d dims "
+                    "%s: weight must be [rows, >= %zu] (%lld %s elements per row), got %d dims "
                     "with %lld bytes per row",
                     op, rb, (long long)cols, ingot_ggml_type_name(type), w->ndim,
                     (long long)(w->ndim == 2 ? w->shape[1] : -1));
@@ -67,26 +71,70 @@ static ingot_tensor *run_nn(ingot_op_args *a, int ndim, const int64_t *shape, in
   return r;
 }
 
-ingot_tensor *ingot_qmatmul(const ingot_tensor *x, const ingot_tensor *w, int ggml_type,
-                            int64_t cols) {
-  const ingot_tensor *ts[2] = {x, w};
-  if (!check_tensors("qmatmul", 2, ts)) return NULL;
-  if (!check_qtable("qmatmul", w, ggml_type, cols)) return NULL;
+/* The optional operands of qmatmul_fused: norm f32 [cols], res f32 [M, N]. */
+static bool check_fused(const ingot_tensor *norm, double eps, const ingot_tensor *res, int64_t cols,
+                        const int64_t *yshape) {
+  const char *op = "qmatmul_fused";
+  if (norm && (norm->dtype != INGOT_F32 || norm->ndim != 1 || norm->shape[0] != cols)) {
+    ingot_set_error(INGOT_ERR_SHAPE, "%s: norm must be float32 [%lld], got %s with %d dims", op,
+                    (long long)cols, ingot_dtype_name(norm->dtype), norm->ndim);
+    return false;
+  }
+  if (norm && !(eps >= 0)) {
+    ingot_set_error(INGOT_ERR_ARG, "%s: eps must be >= 0, got %g", op, eps);
+    return false;
+  }
+  if (res && (res->dtype != INGOT_F32 || res->ndim != 2 || res->shape[0] != yshape[0] ||
+              res->shape[1] != yshape[1])) {
+    ingot_set_error(INGOT_ERR_SHAPE, "%s: res must be float32 [%lld, %lld], got %s with %d dims",
+                    op, (long long)yshape[0], (long long)yshape[1], ingot_dtype_name(res->dtype),
+                    res->ndim);
+    return false;
+  }
+  return true;
+}
+
+/* qmatmul and qmatmul_fused (op names the caller in errors; norm, res may be NULL). */
+static ingot_tensor *qmatmul(const char *op, const ingot_tensor *x, const ingot_tensor *w,
+                             int ggml_type, int64_t cols, const ingot_tensor *norm, double eps,
+                             const ingot_tensor *res) {
+  const ingot_tensor *ts[4] = {x, w, norm, res};
+  int nts = 2;
+  if (norm) ts[nts++] = norm;
+  if (res) ts[nts++] = res;
+  if (!check_tensors(op, nts, ts)) return NULL;
+  if (!check_qtable(op, w, ggml_type, cols)) return NULL;
   if (x->dtype != INGOT_F32)
-    return ingot_fail(INGOT_ERR_DTYPE, "qmatmul: x must be float32, got %s",
+    return ingot_fail(INGOT_ERR_DTYPE, "%s: x must be float32, got %s", op,
                       ingot_dtype_name(x->dtype));
   if (x->ndim != 2 || x->shape[1] != cols)
-    return ingot_fail(INGOT_ERR_SHAPE, "qmatmul: x must be [M, %lld], got %d dims (last %lld)",
+    return ingot_fail(INGOT_ERR_SHAPE, "%s: x must be [M, %lld], got %d dims (last %lld)", op,
                       (long long)cols, x->ndim, (long long)(x->ndim ? x->shape[x->ndim - 1] : 0));
   const int64_t shape[2] = {x->shape[0], w->shape[0]};
+  if (!check_fused(norm, eps, res, cols, shape)) return NULL;
   if (shape[0] == 0 || shape[1] == 0) return tensor_new(2, shape, INGOT_F32, x->device);
-  ingot_tensor *tmp[2] = {ingot_contiguous(x), ingot_contiguous(w)};
-  ingot_op_args a = {.op = INGOT_OP_QMATMUL, .nin = 2, .nout = 1};
+  ingot_op_args a = {.op = INGOT_OP_QMATMUL, .nin = 4, .nout = 1};
+  ingot_tensor *tmp[4]; /* contiguous operands, packed (run_nn releases them) */
+  for (int i = 0; i < nts; i++) tmp[i] = ingot_contiguous(ts[i]);
   a.in[0] = tmp[0];
   a.in[1] = tmp[1];
+  a.in[2] = norm ? tmp[2] : NULL;
+  a.in[3] = res ? tmp[nts - 1] : NULL;
   a.iarg[0] = ggml_type;
   a.iarg[1] = cols;
-  return run_nn(&a, 2, shape, INGOT_F32, x->device, tmp, 2);
+  a.farg[0] = eps;
+  return run_nn(&a, 2, shape, INGOT_F32, x->device, tmp, nts);
+}
+
+ingot_tensor *ingot_qmatmul(const ingot_tensor *x, const ingot_tensor *w, int ggml_type,
+                            int64_t cols) {
+  return qmatmul("qmatmul", x, w, ggml_type, cols, NULL, 0.0, NULL);
+}
+
+ingot_tensor *ingot_qmatmul_fused(const ingot_tensor *x, const ingot_tensor *w, int ggml_type,
+                                  int64_t cols, const ingot_tensor *norm, double eps,
+                                  const ingot_tensor *res) {
+  return qmatmul("qmatmul_fused", x, w, ggml_type, cols, norm, eps, res);
 }
 
 ingot_tensor *ingot_qget_rows(const ingot_tensor *w, int ggml_type, int64_t cols,

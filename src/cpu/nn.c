@@ -16,53 +16,6 @@
 /* Floats of dequantised W per GEMM step (4 MiB: stays in L2/L3). */
 #define QDEQ_FLOATS (1 << 20)
 
-static ingot_status k_qmatmul(ingot_op_args *a) {
-  const ingot_tensor *x = a->in[0], *w = a->in[1];
-  ingot_tensor *y = a->out[0];
-  const int type = (int)a->iarg[0];
-  const int64_t K = a->iarg[1], M = x->shape[0], N = w->shape[0];
-  const size_t rs = (size_t)w->shape[1];
-  const uint8_t *wp = (const uint8_t *)tensor_ptr(w);
-  const float *xp = (const float *)tensor_ptr(x);
-  float *yp = (float *)tensor_ptr(y);
-  if (M <= QMATVEC_MAX_M) return ingot_ggml_matvec(type, wp, N, K, xp, M, yp);
-  if (M > INT32_MAX || K > INT32_MAX || N > INT32_MAX)
-    return ingot_set_error(INGOT_ERR_ARG, "qmatmul: sizes beyond the BLAS int range");
-  int64_t rb = QDEQ_FLOATS / K;
-  if (rb < 16) rb = 16;
-  if (rb > N) rb = N;
-  float *buf = malloc((size_t)rb * (size_t)K * sizeof *buf);
-  if (!buf) return ingot_set_error(INGOT_ERR_OOM, "qmatmul: out of memory");
-  ingot_status st = INGOT_OK;
-  for (int64_t r0 = 0; r0 < N && !st; r0 += rb) {
-    const int64_t n = N - r0 < rb ? N - r0 : rb;
-    st = ingot_ggml_dequantize(type, wp + (size_t)r0 * rs, buf, n * K);
-    if (!st)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)n, (int)K, 1.0f, xp, (int)K,
-                  buf, (int)K, 0.0f, yp + r0, (int)N);
-  }
-  free(buf);
-  return st;
-}
-
-static ingot_status k_qget_rows(ingot_op_args *a) {
-  const ingot_tensor *w = a->in[0], *ids = a->in[1];
-  const int type = (int)a->iarg[0];
-  const int64_t cols = a->iarg[1], T = ids->shape[0];
-  ingot_status st = cpu_check_index("qget_rows", ids, w->shape[0], 0);
-  if (st) return st;
-  const size_t rs = (size_t)w->shape[1];
-  const uint8_t *wp = (const uint8_t *)tensor_ptr(w);
-  const int64_t *ip = (const int64_t *)tensor_ptr(ids);
-  float *yp = (float *)tensor_ptr(a->out[0]);
-  /* Rows in parallel (type and cols were checked by core: no row can fail). */
-  int failed = 0;
-#pragma omp parallel for schedule(static) reduction(| : failed) if (T * cols >= CPU_GRAIN && T > 1)
-  for (int64_t t = 0; t < T; t++)
-    failed |= ingot_ggml_dequantize(type, wp + (size_t)ip[t] * rs, yp + t * cols, cols) != 0;
-  return failed ? ingot_set_error(INGOT_ERR_ARG, "qget_rows: dequantisation failed") : INGOT_OK;
-}
-
 static inline float ld_f(const void *p, ingot_dtype dt, int64_t i) {
   switch (dt) {
     case INGOT_BF16:
@@ -88,27 +41,96 @@ static inline void st_f(void *p, ingot_dtype dt, int64_t i, float v) {
   }
 }
 
+/* y = x * inv_rms(x) * w over one row of n (f32 accumulation). */
+static void rms_row(const void *xr, ingot_dtype dt, const void *wp, ingot_dtype wdt, int64_t n,
+                    float eps, void *yr) {
+  float ss = 0;
+  for (int64_t i = 0; i < n; i++) {
+    const float v = ld_f(xr, dt, i);
+    ss += v * v;
+  }
+  const float inv = 1.0f / sqrtf(ss / (float)n + eps);
+  for (int64_t i = 0; i < n; i++) st_f(yr, dt, i, ld_f(xr, dt, i) * inv * ld_f(wp, wdt, i));
+}
+
+/* y = x . W^T for x [M, K], W rows rs bytes apart. */
+static ingot_status qproduct(int type, const uint8_t *wp, size_t rs, int64_t N, int64_t K,
+                             const float *xp, int64_t M, float *yp) {
+  if (M <= QMATVEC_MAX_M) return ingot_ggml_matvec_strided(type, wp, rs, N, K, xp, M, yp);
+  if (M > INT32_MAX || K > INT32_MAX || N > INT32_MAX)
+    return ingot_set_error(INGOT_ERR_ARG, "qmatmul: sizes beyond the BLAS int range");
+  int64_t rb = QDEQ_FLOATS / K;
+  if (rb < 16) rb = 16;
+  if (rb > N) rb = N;
+  float *buf = malloc((size_t)rb * (size_t)K * sizeof *buf);
+  if (!buf) return ingot_set_error(INGOT_ERR_OOM, "qmatmul: out of memory");
+  ingot_status st = INGOT_OK;
+  for (int64_t r0 = 0; r0 < N && !st; r0 += rb) {
+    const int64_t n = N - r0 < rb ? N - r0 : rb;
+    for (int64_t r = 0; r < n && !st; r++) /* row by row: rows may be padded */
+      st = ingot_ggml_dequantize(type, wp + (size_t)(r0 + r) * rs, buf + r * K, K);
+    if (!st)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)n, (int)K, 1.0f, xp, (int)K,
+                  buf, (int)K, 0.0f, yp + r0, (int)N);
+  }
+  free(buf);
+  return st;
+}
+
+static ingot_status k_qmatmul(ingot_op_args *a) {
+  const ingot_tensor *x = a->in[0], *w = a->in[1], *norm = a->in[2], *res = a->in[3];
+  ingot_tensor *y = a->out[0];
+  const int type = (int)a->iarg[0];
+  const int64_t K = a->iarg[1], M = x->shape[0], N = w->shape[0];
+  const float *xp = (const float *)tensor_ptr(x);
+  float *yp = (float *)tensor_ptr(y), *xn = NULL;
+  if (norm) { /* x normalised into a scratch copy, exactly as k_rms_norm */
+    xn = malloc((size_t)M * (size_t)K * sizeof *xn);
+    if (!xn) return ingot_set_error(INGOT_ERR_OOM, "qmatmul: out of memory");
+    for (int64_t r = 0; r < M; r++)
+      rms_row(xp + r * K, INGOT_F32, tensor_ptr(norm), INGOT_F32, K, (float)a->farg[0], xn + r * K);
+    xp = xn;
+  }
+  ingot_status st =
+      qproduct(type, (const uint8_t *)tensor_ptr(w), (size_t)w->shape[1], N, K, xp, M, yp);
+  free(xn);
+  if (!st && res) {
+    const float *rp = (const float *)tensor_ptr(res);
+    for (int64_t i = 0; i < M * N; i++) yp[i] += rp[i];
+  }
+  return st;
+}
+
+static ingot_status k_qget_rows(ingot_op_args *a) {
+  const ingot_tensor *w = a->in[0], *ids = a->in[1];
+  const int type = (int)a->iarg[0];
+  const int64_t cols = a->iarg[1], T = ids->shape[0];
+  ingot_status st = cpu_check_index("qget_rows", ids, w->shape[0], 0);
+  if (st) return st;
+  const size_t rs = (size_t)w->shape[1];
+  const uint8_t *wp = (const uint8_t *)tensor_ptr(w);
+  const int64_t *ip = (const int64_t *)tensor_ptr(ids);
+  float *yp = (float *)tensor_ptr(a->out[0]);
+  /* Rows in parallel (type and cols were checked by core: no row can fail). */
+  int failed = 0;
+#pragma omp parallel for schedule(static) reduction(| : failed) if (T * cols >= CPU_GRAIN && T > 1)
+  for (int64_t t = 0; t < T; t++)
+    failed |= ingot_ggml_dequantize(type, wp + (size_t)ip[t] * rs, yp + t * cols, cols) != 0;
+  return failed ? ingot_set_error(INGOT_ERR_ARG, "qget_rows: dequantisation failed") : INGOT_OK;
+}
+
 static ingot_status k_rms_norm(ingot_op_args *a) {
   const ingot_tensor *x = a->in[0], *w = a->in[1];
   ingot_tensor *y = a->out[0];
-  const ingot_dtype dt = x->dtype, wdt = w->dtype;
+  const ingot_dtype dt = x->dtype;
   const int64_t n = x->shape[x->ndim - 1], rows = ingot_numel(x) / n;
-  const float eps = (float)a->farg[0];
-  const char *xp = tensor_ptr(x), *wp = tensor_ptr(w);
+  const char *xp = tensor_ptr(x);
   char *yp = tensor_ptr(y);
   const size_t es = ingot_dtype_size(dt);
 #pragma omp parallel for schedule(static) if (rows * n >= CPU_GRAIN && rows > 1)
-  for (int64_t r = 0; r < rows; r++) {
-    const void *xr = xp + (size_t)(r * n) * es;
-    void *yr = yp + (size_t)(r * n) * es;
-    float ss = 0;
-    for (int64_t i = 0; i < n; i++) {
-      const float v = ld_f(xr, dt, i);
-      ss += v * v;
-    }
-    const float inv = 1.0f / sqrtf(ss / (float)n + eps);
-    for (int64_t i = 0; i < n; i++) st_f(yr, dt, i, ld_f(xr, dt, i) * inv * ld_f(wp, wdt, i));
-  }
+  for (int64_t r = 0; r < rows; r++)
+    rms_row(xp + (size_t)(r * n) * es, dt, tensor_ptr(w), w->dtype, n, (float)a->farg[0],
+            yp + (size_t)(r * n) * es);
   return INGOT_OK;
 }
 

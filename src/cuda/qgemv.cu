@@ -1,10 +1,16 @@
 // Products with GGML-block weights and quantised row lookup on CUDA:
-// QMATMUL (y [M, N] = x [M, K] . W^T) and QGET_ROWS (contracts in
-// src/core/ops_nn.c; CPU reference src/cpu/nn.c). Every type of
-// ggml_blocks.cuh (F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K).
+// QMATMUL (y [M, N] = (norm ? rms_norm(x) : x) [M, K] . W^T (+ res)) and
+// QGET_ROWS (contracts in src/core/ops_nn.c; CPU reference src/cpu/nn.c).
+// Every type of ggml_blocks.cuh (F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K
+// Q5_K Q6_K); W rows may be padded (row stride S >= the row's bytes).
 //
 // Design:
-// - M <= 8 (decode): qgemv_kernel reads the blocks directly. A group of L
+// - M <= 8, rows 16-byte aligned (the model pads them at upload), rows up
+//   to 4 KiB and x within 48 KiB of shared memory: qgemv_smem_kernel
+//   (qgemv_kernels.cuh: x staged and normalised per block, row spans read
+//   with int4 loads into a per-warp shared buffer, double-buffered), the
+//   norm and the residual in the same launch.
+// - Other M <= 8 products: qgemv_kernel reads the blocks directly. A group of L
 //   lanes (L = 32, or the next power of two >= the row's 32-element units
 //   when a row is short, so that a warp then owns several groups) owns two
 //   consecutive output rows; lane i decodes units i, i+L, ... (a legacy
@@ -12,12 +18,14 @@
 //   into registers and multiplies them by all M rows of x (one template per
 //   M rounded up to 1/2/4/8: each weight load is reused M times, each x load
 //   twice), f32 accumulation, shuffle reduction within the group. x is read
-//   through the read-only cache (at most 8 rows; it stays in L1/L2).
+//   through the read-only cache (at most 8 rows; it stays in L1/L2). A norm
+//   is applied first by the RMS_NORM kernel; res is added in its epilogue.
 // - M > 8 (prefill): W is dequantised (the QGET_ROWS kernel with the
 //   identity ids) into an f32 scratch tensor from the caching allocator, and
 //   the CUDA MATMUL kernel (cuBLASLt, f32, no TF32) multiplies x by its
 //   transpose straight into y: correct first; a bf16/f16 scratch is the
-//   faster follow-up (docs/perf-notes.md).
+//   faster follow-up (docs/perf-notes.md). A norm is applied first (the
+//   RMS_NORM kernel), res added after (add_res_kernel).
 // - QGET_ROWS: one thread per (id, 32-element unit). Ids are checked as
 //   embedding checks them (cuda_check_index_range); with checks off an
 //   out-of-range id yields a zero row.
@@ -33,10 +41,7 @@
 
 namespace {
 
-using qgemv::kRowsPerGroup;
-using qgemv::kThreads;
-using qgemv::qgemv_kernel;
-using qgemv::qget_rows_kernel;
+using namespace qgemv;
 
 // True when row starts (base and row stride) meet the type's load alignment.
 bool rows_aligned(int type, const void *w, int64_t rs) {
@@ -57,12 +62,38 @@ cudaError_t launch_get_rows(int type, const uint8_t *w, int64_t rs, int64_t nrow
   return cudaGetLastError();
 }
 
-template <int TYPE>
-cudaError_t launch_gemv_t(const uint8_t *w, int64_t rs, const float *x, int64_t k, int64_t n, int m,
-                          float *y, cudaStream_t s) {
+// Resident 4-warp blocks of the shared-memory GEMV on the H200 (132 SMs).
+constexpr int64_t kResidentBlocks = 132 * 3;
+// Tasks beyond which the shared-memory GEMV is bandwidth-bound: 4 tasks per
+// warp of 132 SMs x 4 4-warp blocks.
+constexpr int64_t kManyTasks = 132 * 16 * 4;
+
+// KERNEL<TYPE, R> launched with R = m rounded up to 1, 2, 4 or 8.
+#define QGEMV_BY_M(m, KERNEL, GRID, THREADS, SMEM, S, ...)      \
+  do {                                                          \
+    if ((m) == 1)                                               \
+      KERNEL<TYPE, 1><<<GRID, THREADS, SMEM, S>>>(__VA_ARGS__); \
+    else if ((m) == 2)                                          \
+      KERNEL<TYPE, 2><<<GRID, THREADS, SMEM, S>>>(__VA_ARGS__); \
+    else if ((m) <= 4)                                          \
+      KERNEL<TYPE, 4><<<GRID, THREADS, SMEM, S>>>(__VA_ARGS__); \
+    else                                                        \
+      KERNEL<TYPE, 8><<<GRID, THREADS, SMEM, S>>>(__VA_ARGS__); \
+  } while (0)
+
+// Lanes per row group: the next power of two >= the row's units, at most 32.
+int lanes_per_row(int64_t k) {
   const int64_t units = (k + ggml::kUnit - 1) / ggml::kUnit;
   int lpr = 1;
   while (lpr < 32 && lpr < units) lpr *= 2;
+  return lpr;
+}
+
+// The global-memory kernel (any alignment; res may be NULL).
+template <int TYPE>
+cudaError_t launch_gemv_t(const uint8_t *w, int64_t rs, const float *x, int64_t k, int64_t n, int m,
+                          float *y, const float *res, cudaStream_t s) {
+  const int lpr = lanes_per_row(k);
   const int64_t rows_per_warp = (int64_t)(32 / lpr) * kRowsPerGroup;
   const int64_t groups = (n + rows_per_warp - 1) / rows_per_warp;  // warps needed
   int64_t blocks = (groups + kThreads / 32 - 1) / (kThreads / 32);
@@ -70,23 +101,60 @@ cudaError_t launch_gemv_t(const uint8_t *w, int64_t rs, const float *x, int64_t 
   const bool al = rows_aligned(TYPE, w, rs);
   const bool xvec = (uintptr_t)x % 16 == 0 && k % 4 == 0;
   const unsigned g = (unsigned)blocks;
-  if (m == 1)
-    qgemv_kernel<TYPE, 1><<<g, kThreads, 0, s>>>(w, rs, x, k, n, m, y, lpr, al, xvec);
-  else if (m == 2)
-    qgemv_kernel<TYPE, 2><<<g, kThreads, 0, s>>>(w, rs, x, k, n, m, y, lpr, al, xvec);
-  else if (m <= 4)
-    qgemv_kernel<TYPE, 4><<<g, kThreads, 0, s>>>(w, rs, x, k, n, m, y, lpr, al, xvec);
-  else
-    qgemv_kernel<TYPE, 8><<<g, kThreads, 0, s>>>(w, rs, x, k, n, m, y, lpr, al, xvec);
+  QGEMV_BY_M(m, qgemv_kernel, g, kThreads, 0, s, w, rs, x, k, n, m, y, res, lpr, al, xvec);
   return cudaGetLastError();
+}
+
+// The shared-memory kernel when it applies (16-byte aligned rows, a task of
+// rows within kStageBytes, x and the warps' buffers within kSmemLimit):
+// *launched true; else nothing is launched.
+template <int TYPE>
+cudaError_t launch_gemv_smem_t(const uint8_t *w, int64_t rs, const float *x, int64_t k, int64_t n,
+                               int m, float *y, const float *res, const float *norm, float eps,
+                               cudaStream_t s, bool *launched) {
+  *launched = false;
+  if ((uintptr_t)w % 16 || rs % 16 || k > (1 << 20)) return cudaSuccess;
+  int lpr = lanes_per_row(k);
+  while (lpr < 32 && (32 / lpr) * kRowsPerGroup * rs > kStageBytes) lpr *= 2;  // fewer rows a task
+  // Many tasks (a large N: bandwidth-bound): more rows a task, so more bytes
+  // in flight per warp (never fewer than 8 lanes a row).
+  while (lpr > 8 && (n / ((32 / lpr) * kRowsPerGroup)) >= kManyTasks &&
+         2 * (32 / lpr) * kRowsPerGroup * rs <= kStageBytes)
+    lpr /= 2;
+  int64_t rw = (int64_t)(32 / lpr) * kRowsPerGroup;
+  if (rw * rs > kStageBytes && lpr == 32) rw = 1;  // long rows: one a task
+  const int64_t task_bytes = rw * rs;
+  if (task_bytes > kStageBytes) return cudaSuccess;
+  const int64_t ntask = (n + rw - 1) / rw;
+  // Small N: 2- or 1-warp blocks spread the few tasks over more SMs.
+  const int threads = ntask >= 132 * 8 ? kSmemMaxThreads : ntask >= 132 * 2 ? 64 : 32;
+  const int nw = threads / 32;
+  static_assert(kManyTasks >= 132 * 8, "a bandwidth-bound product runs 4-warp blocks");
+  const int64_t smem = smem_x_bytes(m, k) + nw * smem_warp_bytes(task_bytes);
+  if (smem > kSmemLimit) return cudaSuccess;
+  int64_t blocks = (ntask + nw - 1) / nw;
+  // Grid-stride over the tasks (each warp prefetches its next one): no more
+  // blocks than stay resident (144-168 registers a thread: 3 blocks of 128
+  // threads an SM), or a second wave would start late and finish last.
+  if (blocks > kResidentBlocks) blocks = kResidentBlocks;
+  const bool xvec = (uintptr_t)x % 16 == 0 && k % 4 == 0;
+  const unsigned g = (unsigned)blocks;
+  QGEMV_BY_M(m, qgemv_smem_kernel, g, threads, (size_t)smem, s, w, rs, x, (int)k, n, m, y, res,
+             norm, eps, lpr, (int)rw, xvec);
+  *launched = true;
+  return cudaGetLastError();
+}
+
+ingot_status launch_add_res(float *y, const float *res, int64_t n, cudaStream_t s) {
+  add_res_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(y, res, n);
+  return cuda_check(cudaGetLastError(), "qmatmul residual kernel");
 }
 
 // y [M, N] = x [M, K] . deq(W)^T for M > 8: W dequantised into f32 scratch,
 // then the MATMUL kernel of this backend on [1, M, K] x [1, K, N] views.
-ingot_status qmatmul_prefill(ingot_op_args *a, cudaStream_t s) {
-  ingot_tensor *x = a->in[0], *w = a->in[1], *y = a->out[0];
-  const int type = (int)a->iarg[0];
-  const int64_t k = a->iarg[1], m = ingot_shape(x)[0], n = ingot_shape(w)[0];
+ingot_status qmatmul_prefill(ingot_tensor *x, ingot_tensor *w, int type, int64_t k, ingot_tensor *y,
+                             cudaStream_t s) {
+  const int64_t m = ingot_shape(x)[0], n = ingot_shape(w)[0];
   const int64_t dshape[3] = {1, n, k}, xshape[3] = {1, m, k}, yshape[3] = {1, m, n};
   ingot_tensor *deq = ingot_empty(3, dshape, INGOT_F32, ingot_device_of(w));
   if (!deq) return ingot_last_status();
@@ -108,21 +176,44 @@ ingot_status qmatmul_prefill(ingot_op_args *a, cudaStream_t s) {
   return st;
 }
 
+// in[2] = norm, in[3] = res (either may be NULL). M <= 8: one launch of the
+// shared-memory kernel when it applies; otherwise rms_norm (the RMS_NORM
+// kernel), the product, and res added in the global kernel's epilogue or
+// (M > 8) by add_res_kernel.
 ingot_status k_qmatmul(ingot_op_args *a) {
-  ingot_tensor *x = a->in[0], *w = a->in[1], *y = a->out[0];
+  ingot_tensor *x = a->in[0], *w = a->in[1], *norm = a->in[2], *res = a->in[3], *y = a->out[0];
   ingot_status st = cuda_use_device_of(y);
   if (st) return st;
   cudaStream_t s = stream_of(y);
   const int type = (int)a->iarg[0];
   const int64_t k = a->iarg[1], m = ingot_shape(x)[0], n = ingot_shape(w)[0];
-  if (m > 8) return qmatmul_prefill(a, s);
-  const uint8_t *wp = (const uint8_t *)ingot_tensor_data(w);
-  const float *xp = (const float *)ingot_tensor_data(x);
-  float *yp = (float *)ingot_tensor_data(y);
   const int64_t rs = ingot_shape(w)[1];
+  const uint8_t *wp = (const uint8_t *)ingot_tensor_data(w);
+  const float *rp = res ? (const float *)ingot_tensor_data(res) : nullptr;
+  const float *np = norm ? (const float *)ingot_tensor_data(norm) : nullptr;
+  float *yp = (float *)ingot_tensor_data(y);
   cudaError_t e = cudaErrorInvalidValue;
-  GGML_TYPE_SWITCH(type, e = launch_gemv_t<QT>(wp, rs, xp, k, n, (int)m, yp, s));
-  return cuda_check(e, "qmatmul kernel");
+  if (m <= 8) {
+    bool done = false;
+    GGML_TYPE_SWITCH(
+        type, e = launch_gemv_smem_t<QT>(wp, rs, (const float *)ingot_tensor_data(x), k, n, (int)m,
+                                         yp, rp, np, (float)a->farg[0], s, &done));
+    if (done || e != cudaSuccess) return cuda_check(e, "qmatmul kernel");
+  }
+  ingot_tensor *xn = norm ? ingot_rms_norm(x, norm, a->farg[0]) : nullptr;
+  if (norm && !xn) return ingot_last_status();
+  if (xn) x = xn;
+  if (m > 8) {
+    st = qmatmul_prefill(x, w, type, k, y, s);
+    if (!st && rp) st = launch_add_res(yp, rp, m * n, s);
+  } else {
+    e = cudaErrorInvalidValue;
+    GGML_TYPE_SWITCH(type, e = launch_gemv_t<QT>(wp, rs, (const float *)ingot_tensor_data(x), k, n,
+                                                 (int)m, yp, rp, s));
+    st = cuda_check(e, "qmatmul kernel");
+  }
+  ingot_release(xn);  // stream-ordered, as the prefill scratch
+  return st;
 }
 
 ingot_status k_qget_rows(ingot_op_args *a) {

@@ -15,8 +15,8 @@ constexpr int kThreads = 256;
 // acc[c][r] += v[c] . x[r, 0:cnt) for the C weight rows c and the first m
 // of R rows of x: every x element loaded once serves the C weight rows (x,
 // read from L1, would otherwise cost more bandwidth than the weights).
-// xvec: x rows are 16-byte aligned (float4 loads).
-template <int R, int C>
+// xvec: x rows are 16-byte aligned (float4 loads). XS: x is in shared memory.
+template <int R, int C, bool XS = false>
 __device__ __forceinline__ void dot_rows(const float (*v)[ggml::kUnit], const float *x, int64_t ldx,
                                          int m, int cnt, bool xvec, float (*acc)[R]) {
 #pragma unroll
@@ -30,7 +30,7 @@ __device__ __forceinline__ void dot_rows(const float (*v)[ggml::kUnit], const fl
       const float4 *x4 = reinterpret_cast<const float4 *>(xr);
 #pragma unroll
       for (int i = 0; i < ggml::kUnit / 4; i++) {
-        const float4 q = __ldg(x4 + i);
+        const float4 q = ggml::ld<XS>(x4 + i);
 #pragma unroll
         for (int c = 0; c < C; c++) {
           s[c] = fmaf(v[c][4 * i], q.x, s[c]);
@@ -43,7 +43,7 @@ __device__ __forceinline__ void dot_rows(const float (*v)[ggml::kUnit], const fl
 #pragma unroll
       for (int i = 0; i < ggml::kUnit; i++) {
         if (i >= cnt) break;
-        const float q = __ldg(xr + i);
+        const float q = ggml::ld<XS>(xr + i);
 #pragma unroll
         for (int c = 0; c < C; c++) s[c] = fmaf(v[c][i], q, s[c]);
       }
@@ -56,10 +56,41 @@ __device__ __forceinline__ void dot_rows(const float (*v)[ggml::kUnit], const fl
 // Weight rows per lane group (C above).
 constexpr int kRowsPerGroup = 2;
 
+// Sums of the C x R accumulators over the lpr lanes of a group (every lane
+// of the warp must call it).
+template <int R, int C>
+__device__ __forceinline__ void group_sum(float (*acc)[R], int lpr) {
+#pragma unroll
+  for (int c = 0; c < C; c++)
+#pragma unroll
+    for (int r = 0; r < R; r++)
+      for (int o = lpr / 2; o > 0; o >>= 1) acc[c][r] += __shfl_xor_sync(0xffffffffu, acc[c][r], o);
+}
+
+// y[r, row0 + c] = acc[c][r] (+ res[r, row0 + c]) for the rows below end
+// (y is [m, n]).
+template <int R, int C>
+__device__ __forceinline__ void store_rows(const float (*acc)[R], int64_t row0, int64_t end,
+                                           int64_t n, int m, float *__restrict__ y,
+                                           const float *__restrict__ res) {
+#pragma unroll
+  for (int c = 0; c < C; c++)
+#pragma unroll
+    for (int r = 0; r < R; r++)
+      if (r < m && row0 + c < end) {
+        const int64_t i = r * n + row0 + c;
+        y[i] = res ? acc[c][r] + __ldg(res + i) : acc[c][r];
+      }
+}
+
+// x and W from global memory (any alignment): the path for rows that are
+// not 16-byte aligned and for x or rows too large for the shared-memory
+// kernel below. res (may be NULL): added in the epilogue.
 template <int TYPE, int R>
 __global__ void __launch_bounds__(kThreads)
     qgemv_kernel(const uint8_t *__restrict__ w, int64_t rs, const float *__restrict__ x, int64_t k,
-                 int64_t n, int m, float *__restrict__ y, int lpr, bool al, bool xvec) {
+                 int64_t n, int m, float *__restrict__ y, const float *__restrict__ res, int lpr,
+                 bool al, bool xvec) {
   constexpr int C = kRowsPerGroup;
   const int lane = threadIdx.x & 31, sub = lane % lpr, grp = lane / lpr, gpw = 32 / lpr;
   const int64_t units = (k + ggml::kUnit - 1) / ggml::kUnit;
@@ -90,20 +121,162 @@ __global__ void __launch_bounds__(kThreads)
                        xvec, acc);
       }
     }
+    group_sum<R, C>(acc, lpr);
+    if (sub == 0) store_rows<R, C>(acc, row0, n, n, m, y, res);
+  }
+}
+
+// ---- Shared-memory GEMV (rows 16-byte aligned: padded at upload) ----
+//
+// Each block stages x [m, k] once in shared memory (normalised there when
+// norm != NULL: the block computes each row's inverse RMS itself), laid out
+// as 36 floats per 32-element unit so that the float4 reads of 8 lanes on 8
+// consecutive units hit distinct banks. Each warp owns a task of rw = (32 /
+// lpr) * C consecutive rows (one contiguous, 16-byte aligned span of rw * rs
+// bytes: the whole matrix is one blob), loads the span with int4 loads into
+// registers, stores it to its shared buffer and decodes units from there;
+// the next task's span is loaded while the current one is computed (a
+// register double buffer). res: added in the epilogue.
+constexpr int kSmemMaxThreads = 128;
+constexpr int kStageVecs = 8;                      // int4 per lane per task
+constexpr int kStageBytes = 32 * 16 * kStageVecs;  // 4 KiB of rows per warp
+constexpr int kXSkew = ggml::kUnit + 4;            // floats per staged unit of x
+constexpr int kSmemLimit = 48 * 1024;              // no opt-in launch attribute
+constexpr int kInvFloats = 8;                      // inverse RMS of the <= 8 x rows
+
+// Bytes of dynamic shared memory the kernel needs (host and device agree).
+__host__ __device__ inline int64_t smem_x_bytes(int m, int64_t k) {
+  return (int64_t)m * ((k + ggml::kUnit - 1) / ggml::kUnit) * kXSkew * 4 + kInvFloats * 4;
+}
+__host__ __device__ inline int64_t smem_warp_bytes(int64_t task_bytes) {
+  return task_bytes + ggml::kSharedSlack;
+}
+
+// This lane's int4s of the task at rows [r0, r0 + rows) (row stride rs).
+__device__ __forceinline__ void load_task(const uint8_t *__restrict__ w, int64_t rs, int64_t r0,
+                                          int64_t rows, int lane, int4 *pre) {
+  const int4 *src = reinterpret_cast<const int4 *>(w + r0 * rs);
+  const int nvec = (int)(rows * rs / 16);
+#pragma unroll
+  for (int i = 0; i < kStageVecs; i++)
+    if (i * 32 + lane < nvec) pre[i] = __ldg(src + i * 32 + lane);
+}
+
+__device__ __forceinline__ void store_task(uint8_t *wb, int64_t rs, int64_t rows, int lane,
+                                           const int4 *pre) {
+  int4 *dst = reinterpret_cast<int4 *>(wb);
+  const int nvec = (int)(rows * rs / 16);
+#pragma unroll
+  for (int i = 0; i < kStageVecs; i++)
+    if (i * 32 + lane < nvec) dst[i * 32 + lane] = pre[i];
+}
+
+// x [m, k] into xs (kXSkew layout), then, with norm, each row scaled by its
+// inverse RMS and by norm as the CPU's rms_norm does ((x * inv) * norm).
+// Ends with a barrier.
+__device__ __forceinline__ void stage_x(const float *__restrict__ x, int m, int k, bool xvec,
+                                        const float *__restrict__ norm, float eps, float *xs,
+                                        float *inv) {
+  const int units = (k + ggml::kUnit - 1) / ggml::kUnit, xstride = units * kXSkew;
+  const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  if (xvec) {  // k % 4 == 0: a float4 never straddles a row or a unit
+    const float4 *x4 = reinterpret_cast<const float4 *>(x);
+    for (int i = threadIdx.x; i < m * k / 4; i += blockDim.x) {
+      const int r = 4 * i / k, j = 4 * i - r * k;
+      *reinterpret_cast<float4 *>(xs + r * xstride + (j / ggml::kUnit) * kXSkew + j % ggml::kUnit) =
+          __ldg(x4 + i);
+    }
+  } else {
+    for (int i = threadIdx.x; i < m * k; i += blockDim.x) {
+      const int r = i / k, j = i - r * k;
+      xs[r * xstride + (j / ggml::kUnit) * kXSkew + j % ggml::kUnit] = __ldg(x + i);
+    }
+  }
+  __syncthreads();
+  if (!norm) return;
+  for (int r = wib; r < m; r += nw) {
+    float ss = 0.f;
+    for (int j = lane; j < k; j += 32) {
+      const float v = xs[r * xstride + (j / ggml::kUnit) * kXSkew + j % ggml::kUnit];
+      ss = fmaf(v, v, ss);
+    }
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (lane == 0) inv[r] = 1.0f / sqrtf(ss / (float)k + eps);
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < m * k; i += blockDim.x) {
+    const int r = i / k, j = i - r * k;
+    float *p = xs + r * xstride + (j / ggml::kUnit) * kXSkew + j % ggml::kUnit;
+    *p = __fmul_rn(__fmul_rn(*p, inv[r]), __ldg(norm + j));
+  }
+  __syncthreads();
+}
+
+// Host guarantees: w and rs 16-byte aligned, rw (rows a task) = (32 / lpr)
+// * C, or 1 when lpr = 32 and two rows exceed kStageBytes (the group's
+// second row is then absent), rw * rs <= kStageBytes, dynamic shared memory
+// = smem_x_bytes + warps * smem_warp_bytes.
+template <int TYPE, int R>
+__global__ void __launch_bounds__(kSmemMaxThreads)
+    qgemv_smem_kernel(const uint8_t *__restrict__ w, int64_t rs, const float *__restrict__ x, int k,
+                      int64_t n, int m, float *__restrict__ y, const float *__restrict__ res,
+                      const float *__restrict__ norm, float eps, int lpr, int rw, bool xvec) {
+  constexpr int C = kRowsPerGroup;
+  extern __shared__ int4 smem_raw[];
+  const int units = (k + ggml::kUnit - 1) / ggml::kUnit, xstride = units * kXSkew;
+  const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  const int sub = lane % lpr, grp = lane / lpr;
+  float *xs = reinterpret_cast<float *>(smem_raw);
+  float *inv = xs + m * xstride;
+  uint8_t *wb =
+      reinterpret_cast<uint8_t *>(smem_raw) + smem_x_bytes(m, k) + wib * smem_warp_bytes(rw * rs);
+  const int64_t ntask = (n + rw - 1) / rw, step = (int64_t)gridDim.x * nw;
+  int64_t task = (int64_t)blockIdx.x * nw + wib;
+  int4 pre[kStageVecs];
+  // The first span is in flight while x is staged.
+  if (task < ntask) load_task(w, rs, task * rw, min((int64_t)rw, n - task * rw), lane, pre);
+  stage_x(x, m, k, xvec, norm, eps, xs, inv);
+  // The loop bound is uniform over the warp: every lane reaches the shuffles.
+  for (; task < ntask; task += step) {
+    const int64_t r0 = task * rw, rows = min((int64_t)rw, n - r0);
+    store_task(wb, rs, rows, lane, pre);
+    __syncwarp();
+    const int64_t next = task + step;
+    if (next < ntask) load_task(w, rs, next * rw, min((int64_t)rw, n - next * rw), lane, pre);
+    float acc[C][R];
 #pragma unroll
     for (int c = 0; c < C; c++)
 #pragma unroll
-      for (int r = 0; r < R; r++)
-        for (int o = lpr / 2; o > 0; o >>= 1)
-          acc[c][r] += __shfl_xor_sync(0xffffffffu, acc[c][r], o);
-    if (sub == 0) {
+      for (int r = 0; r < R; r++) acc[c][r] = 0.f;
+    const int lr0 = grp * C;  // this group's first row within the task
+    if (lr0 < rows) {
+      for (int u = sub; u < units; u += lpr) {
+        float v[C][ggml::kUnit];
 #pragma unroll
-      for (int c = 0; c < C; c++)
+        for (int c = 0; c < C; c++) {
+          if (lr0 + c < rows) {
+            ggml::decode_unit<TYPE, true>(wb + (lr0 + c) * rs, u, k, true, v[c]);
+          } else {
 #pragma unroll
-        for (int r = 0; r < R; r++)
-          if (r < m && row0 + c < n) y[r * n + row0 + c] = acc[c][r];
+            for (int i = 0; i < ggml::kUnit; i++) v[c][i] = 0.f;
+          }
+        }
+        const int rest = k - u * ggml::kUnit;
+        dot_rows<R, C, true>(v, xs + u * kXSkew, xstride, m,
+                             rest < ggml::kUnit ? rest : ggml::kUnit, true, acc);
+      }
     }
+    group_sum<R, C>(acc, lpr);
+    if (sub == 0) store_rows<R, C>(acc, r0 + lr0, r0 + rows, n, m, y, res);
+    __syncwarp();  // the buffer is rewritten by the next task
   }
+}
+
+// y += res over n elements (the residual of the paths that compose kernels).
+__global__ void add_res_kernel(float *__restrict__ y, const float *__restrict__ res, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    y[i] += __ldg(res + i);
 }
 
 // out[t, :] = row ids[t] of W dequantised (ids NULL: row t); zeros for an

@@ -5,6 +5,7 @@
  * tensors, so the decode step replays from a captured graph. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../core/internal.h"
 #include "forward_dev.h"
@@ -12,10 +13,28 @@
 
 #define DEV_CHUNK 128 /* prefill rows per pass */
 
+/* Rows padded to a multiple of 16 bytes (zeros; qmatmul and qget_rows skip
+ * them): every row then starts 16-byte aligned, so the CUDA GEMV reads any
+ * block type with 16-byte loads. One host staging buffer, one upload. */
 bool dev_weight_upload(const qweight *w, ingot_device dev, dev_weight *out) {
   out->type = w->type;
   out->cols = w->cols;
-  out->t = ingot_from_host(w->data, 2, (int64_t[]){w->rows, (int64_t)w->row_bytes}, INGOT_U8, dev);
+  const size_t rb = w->row_bytes, stride = (rb + 15) & ~(size_t)15;
+  const int64_t shape[2] = {w->rows, (int64_t)stride};
+  if (stride == rb) {
+    out->t = ingot_from_host(w->data, 2, shape, INGOT_U8, dev);
+    return out->t != NULL;
+  }
+  uint8_t *buf = calloc((size_t)w->rows, stride);
+  if (!buf) {
+    ingot_fail(INGOT_ERR_OOM, "model: out of memory staging a weight for the device");
+    out->t = NULL;
+    return false;
+  }
+  for (int64_t r = 0; r < w->rows; r++)
+    memcpy(buf + (size_t)r * stride, (const uint8_t *)w->data + (size_t)r * rb, rb);
+  out->t = ingot_from_host(buf, 2, shape, INGOT_U8, dev);
+  free(buf);
   return out->t != NULL;
 }
 

@@ -344,6 +344,11 @@ static mv_kernel pick_kernel(void) {
 
 ingot_status ingot_ggml_matvec(int type, const void *w, int64_t rows, int64_t cols, const float *x,
                                int64_t nx, float *y) {
+  return ingot_ggml_matvec_strided(type, w, ingot_ggml_row_size(type, cols), rows, cols, x, nx, y);
+}
+
+ingot_status ingot_ggml_matvec_strided(int type, const void *w, size_t row_stride, int64_t rows,
+                                       int64_t cols, const float *x, int64_t nx, float *y) {
   const qtype_info *t = qtype(type);
   if (!t) return ingot_set_error(INGOT_ERR_DTYPE, "ggml_matvec: unknown ggml type %d", type);
   if (rows < 0 || cols < 0)
@@ -357,8 +362,12 @@ ingot_status ingot_ggml_matvec(int type, const void *w, int64_t rows, int64_t co
     return ingot_set_error(INGOT_ERR_ARG, "ggml_matvec: nx must be in 1..64, got %lld",
                            (long long)nx);
   if (!w || !x || !y) return ingot_set_error(INGOT_ERR_ARG, "ggml_matvec: NULL pointer");
+  if (row_stride < ingot_ggml_row_size(type, cols))
+    return ingot_set_error(INGOT_ERR_ARG,
+                           "ggml_matvec: row stride %zu is below the %zu bytes of a row",
+                           row_stride, ingot_ggml_row_size(type, cols));
   if (rows == 0) return INGOT_OK;
-  mv_job jb = {type, w, ingot_ggml_row_size(type, cols), rows, cols, nx, x, NULL, y};
+  mv_job jb = {type, w, row_stride, rows, cols, nx, x, NULL, y};
   float *xsum = NULL;
   if (type == INGOT_GGML_Q4_1 && nx == 1 && cols > 0) {
     const int64_t nb = cols / QK;

@@ -50,3 +50,31 @@ def rms_norm_ref(x, w, eps):
 def swiglu_ref(g, u):
     gf, uf = g.astype(np.float32), u.astype(np.float32)
     return (gf / (np.float32(1) + np.exp(-gf)) * uf).astype(g.dtype)
+
+
+def pad_rows(wq, extra, rng):
+    """wq [rows, row_bytes] copied into [rows, row_bytes + extra] whose extra
+    bytes are random garbage (padded rows: the kernels must never read them)."""
+    rows, rb = wq.shape
+    out = rng.integers(0, 256, (rows, rb + extra), dtype=np.uint8)
+    out[:, :rb] = wq
+    return out
+
+
+def pad16(rb):
+    """Extra bytes that round a row of rb bytes up to a multiple of 16 (as
+    the model's device upload pads them)."""
+    return -rb % 16
+
+
+def fused_ref(x, w64, norm, eps, res):
+    """float64 reference of qmatmul_fused and |x_n| @ |W|^T (+ |res|) for the
+    error bound: x normalised in float32 as rms_norm_ref does."""
+    xn = x if norm is None else rms_norm_ref(x, norm, eps)
+    xs = xn.astype(np.float64)
+    ref = xs @ w64.T
+    mag = np.abs(xs) @ np.abs(w64).T
+    if res is not None:
+        ref = ref + res.astype(np.float64)
+        mag = mag + np.abs(res.astype(np.float64))
+    return ref, mag

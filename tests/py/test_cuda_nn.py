@@ -7,6 +7,15 @@ unaligned weight rows (byte loads) and x (no float4 loads), and capture in a
 CUDA graph. Tolerance: both devices accumulate in f32 in different orders, so
 |cuda - cpu| <= 2e-5 * (|x| @ |W|^T) + 1e-6 (the CPU itself is checked against
 float64 numpy in test_nn.py).
+Padded rows (W [N, S], S a multiple of 16 as the model uploads them: the
+shared-memory kernel; S not a multiple of 16: the global-memory kernel),
+every type, M = 1..8, N from 1 to 49152 (the LM head: several tasks per warp,
+the prefetch pipeline), K odd multiples of the block, garbage in the padding.
+qmatmul_fused (rms_norm of x, then the product, + res): against the CPU's
+qmatmul_fused with |cuda - cpu| <= 2e-5 * (|x_n| @ |W|^T + |res|) + 1e-6 (the
+inverse RMS is summed in another order: a few ulps); one launch for M <= 8
+when x fits in shared memory, rms_norm + GEMV (+ residual epilogue) when it
+does not or rows are not 16-byte aligned, rms_norm + prefill + add for M > 8.
 qget_rows: bit-exact (both decoders reproduce ggml's dequantize_row_*).
 rms_norm / swiglu: cuda_diff's tolerances per dtype (f32 1e-5, f16 2e-3,
 bf16 1.6e-2 relative: at most an ulp of the output dtype apart).
@@ -19,7 +28,7 @@ import pytest
 
 from cuda_diff import CUDA, diff, needs_cuda
 from ingot_ctypes import call, lib, strided, tensor, to_numpy
-from nn_cases import FLOATS, QTYPES, qcase_special, qtable, seed
+from nn_cases import FLOATS, QTYPES, fused_ref, pad16, pad_rows, qcase_special, qtable, seed
 from test_quant import TYPES, random_blocks
 
 pytestmark = needs_cuda
@@ -134,6 +143,152 @@ def test_qmatmul_strided_x_and_special():
     np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
     fin = np.isfinite(want)
     np.testing.assert_allclose(got[fin], want[fin], rtol=1e-4, atol=1e-5)
+
+
+def dev(a):
+    return call("ingot_to", tensor(a), CUDA)
+
+
+@pytest.mark.parametrize("name", QTYPES)
+@pytest.mark.parametrize("n,kblocks", [(1, 1), (37, 3), (577, 19), (4099, 9)])
+def test_qmatmul_padded_rows(name, n, kblocks):
+    """16-byte padded rows (shared-memory kernel) and rows padded by 7 more
+    (global kernel), M = 1..8, garbage in the padding."""
+    rng = np.random.default_rng(seed(name, n, "pad"))
+    if n > 1000:
+        cols = kblocks * (256 if TYPES[name][2] == 256 else 32)
+        tid, wq = weights_fast(name, n, cols, rng)
+        wabs = abs_deq(tid, wq, cols)
+    else:
+        tid, cols, wq, w64 = qtable(name, n, kblocks, rng)
+        wabs = np.abs(w64)
+    for extra in (pad16(wq.shape[1]), pad16(wq.shape[1]) + 7):
+        wpad = pad_rows(wq, extra, rng)
+        wd = dev(wpad)
+        for m in range(1, 9):
+            x = rng.standard_normal((m, cols)).astype(np.float32)
+            got, want = both(wq, tid, cols, x, lambda: (dev(x), wd))
+            check_close(got, want, x, wabs)
+
+
+@pytest.mark.parametrize("name,k", [("Q8_0", 576), ("Q4_1", 576), ("Q4_K", 1024), ("F16", 256)])
+def test_qmatmul_padded_lm_head(name, k):
+    """N = 49152 (SmolLM2's head): many tasks per warp (grid-stride, prefetch),
+    x 16-byte aligned and not (an offset view)."""
+    rng = np.random.default_rng(seed(name, "head"))
+    n = 49152
+    tid, wq = weights_fast(name, n, k, rng)
+    wabs = abs_deq(tid, wq, k)
+    wd = dev(pad_rows(wq, pad16(wq.shape[1]), rng))
+    for m, xoff in ((1, 0), (3, 1), (8, 0)):
+        x = rng.standard_normal((m, k)).astype(np.float32)
+        got, want = both(wq, tid, k, x, lambda: (offset_view(x, x.shape, xoff), wd))
+        check_close(got, want, x, wabs)
+
+
+def fused_both(wq, wd, tid, cols, x, norm, res, eps=1e-5, xd=None):
+    """qmatmul_fused on the CPU (unpadded W) and on CUDA (wd)."""
+    opt = lambda a, f: None if a is None else f(a)  # noqa: E731
+    want = to_numpy(call("ingot_qmatmul_fused", tensor(x), tensor(wq), tid, cols,
+                         opt(norm, tensor), eps, opt(res, tensor)))
+    got = to_numpy(call("ingot_qmatmul_fused", xd if xd is not None else dev(x), wd, tid, cols,
+                        opt(norm, dev), eps, opt(res, dev)))
+    return got, want
+
+
+def check_fused_close(got, want, x, w64, norm, eps, res):
+    assert got.shape == want.shape and got.dtype == np.float32
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    _, mag = fused_ref(x, w64, norm, eps, res)
+    err = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    err[np.isnan(err)] = 0
+    bound = 2e-5 * mag + 1e-6
+    at = np.unravel_index(err.argmax(), err.shape)
+    assert np.all(err <= bound), f"max err {err.max()} at {at} (bound {bound[at]})"
+
+
+@pytest.mark.parametrize("name", QTYPES)
+@pytest.mark.parametrize("use_norm,use_res", [(True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("padded", [True, False])
+def test_qmatmul_fused(name, use_norm, use_res, padded):
+    """M = 1..8 (one launch when padded; rms_norm + GEMV otherwise) and M = 12
+    (rms_norm + prefill + add)."""
+    rng = np.random.default_rng(seed(name, use_norm, use_res, padded))
+    n = 67
+    tid, cols, wq, w64 = qtable(name, n, 3, rng)
+    wd = dev(pad_rows(wq, pad16(wq.shape[1]), rng) if padded else wq)
+    for m in (1, 2, 3, 5, 8, 12):
+        x = (rng.standard_normal((m, cols)) * 3).astype(np.float32)
+        norm = rng.standard_normal(cols).astype(np.float32) if use_norm else None
+        res = (rng.standard_normal((m, n)) * 10).astype(np.float32) if use_res else None
+        got, want = fused_both(wq, wd, tid, cols, x, norm, res)
+        check_fused_close(got, want, x, w64, norm, 1e-5, res)
+
+
+@pytest.mark.parametrize("name,n,k,ms", [("Q4_1", 1536, 576, [1, 4, 8]),
+                                          ("Q4_1", 576, 1536, [1, 4, 8]),
+                                          ("Q8_0", 49152, 576, [1, 2]),
+                                          ("Q8_0", 2051, 2048, [1, 2, 6]),
+                                          ("Q4_K", 512, 14336, [1, 3])])
+def test_qmatmul_fused_model_shapes(name, n, k, ms):
+    """SmolLM2's products (M = 8 at K = 1536 and K = 14336 exceed the shared
+    memory for x: the composed path), long rows (Q8_0 K = 2048: one row a
+    task), norm and res both on, padded rows."""
+    rng = np.random.default_rng(seed(name, n, k, "fused"))
+    tid, wq = weights_fast(name, n, k, rng)
+    w64 = to_numpy(call("ingot_qget_rows", tensor(wq), tid, k,
+                        tensor(np.arange(n, dtype=np.int64)))).astype(np.float64)
+    wd = dev(pad_rows(wq, pad16(wq.shape[1]), rng))
+    norm = rng.standard_normal(k).astype(np.float32)
+    for m in ms:
+        x = rng.standard_normal((m, k)).astype(np.float32)
+        res = rng.standard_normal((m, n)).astype(np.float32)
+        got, want = fused_both(wq, wd, tid, k, x, norm, res, eps=1e-6)
+        check_fused_close(got, want, x, w64, norm, 1e-6, res)
+
+
+def test_qmatmul_fused_special_and_unaligned_x():
+    """A NaN in x poisons its row (norm on), an all-zero row gives res
+    exactly, inf/NaN in res stay in place; x not 16-byte aligned."""
+    rng = np.random.default_rng(51)
+    tid, cols, wq, w64 = qtable("Q4_1", 40, 2, rng)
+    wd = dev(pad_rows(wq, pad16(wq.shape[1]), rng))
+    x = rng.standard_normal((4, cols)).astype(np.float32)
+    x[0, 9] = np.nan
+    x[1] = 0
+    norm = rng.standard_normal(cols).astype(np.float32)
+    res = rng.standard_normal((4, 40)).astype(np.float32)
+    res[3, 2], res[3, 7] = -np.inf, np.nan
+    got, want = fused_both(wq, wd, tid, cols, x, norm, res, eps=1e-6,
+                           xd=offset_view(x, x.shape, 1))
+    assert np.isnan(got[0]).all() and np.isnan(want[0]).all()
+    np.testing.assert_array_equal(got[1], res[1])
+    assert np.isneginf(got[3, 2]) and np.isnan(got[3, 7])
+    keep = np.ones(40, bool)
+    keep[[2, 7]] = False
+    check_fused_close(got[2:, keep], want[2:, keep], x[2:], w64[keep], norm, 1e-6, res[2:, keep])
+
+
+def test_qmatmul_fused_none_matches_qmatmul():
+    """No norm, no res: the same kernel as qmatmul, bit-identical."""
+    rng = np.random.default_rng(52)
+    tid, cols, wq, _ = qtable("Q6_K", 33, 2, rng)
+    wd = dev(pad_rows(wq, pad16(wq.shape[1]), rng))
+    xd = dev(rng.standard_normal((5, cols)).astype(np.float32))
+    a = to_numpy(call("ingot_qmatmul_fused", xd, wd, tid, cols, None, 0.0, None))
+    b = to_numpy(call("ingot_qmatmul", xd, wd, tid, cols))
+    np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("name", QTYPES)
+def test_qget_rows_padded(name):
+    rng = np.random.default_rng(seed(name, "pad", 5))
+    tid, cols, wq, _ = qtable(name, 50, 5, rng)
+    ids = rng.integers(0, 50, 100).astype(np.int64)
+    want = to_numpy(call("ingot_qget_rows", tensor(wq), tid, cols, tensor(ids)))
+    for extra in (pad16(wq.shape[1]), 5):
+        got = to_numpy(call("ingot_qget_rows", dev(pad_rows(wq, extra, rng)), tid, cols, dev(ids)))
+        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("name", QTYPES)
@@ -251,6 +406,50 @@ def test_graph_capture_replay():
             # cancellation, so the absolute tolerance follows the largest value.
             np.testing.assert_allclose(to_numpy(out), want, rtol=1e-4,
                                        atol=1e-5 * np.abs(want).max())
+    finally:
+        del out  # lives in the graph's private pool: release before the graph
+        lib.ingot_graph_destroy(g)
+
+
+def test_graph_capture_fused():
+    """qmatmul_fused captured in a graph: the one-launch path (M=1, padded
+    rows), the composed one (M=8, K=1536: x exceeds shared memory) and the
+    prefill one (M=12); replays on new inputs match the CPU."""
+    rng = np.random.default_rng(61)
+    k, n = 1536, 96
+    tid, wq = weights_fast("Q4_1", n, k, rng)
+    w64 = to_numpy(call("ingot_qget_rows", tensor(wq), tid, k,
+                        tensor(np.arange(n, dtype=np.int64)))).astype(np.float64)
+    wd = dev(pad_rows(wq, pad16(wq.shape[1]), rng))
+    norm = rng.standard_normal(k).astype(np.float32)
+    nd = dev(norm)
+    xs = {m: dev(np.zeros((m, k), np.float32)) for m in (1, 8, 12)}
+    rs = {m: dev(np.zeros((m, n), np.float32)) for m in (1, 8, 12)}
+
+    def forward():
+        return {m: call("ingot_qmatmul_fused", xs[m], wd, tid, k, nd, 1e-5, rs[m]) for m in xs}
+
+    forward()  # warm-up (cuBLASLt handle for the prefill product)
+    assert lib.ingot_graph_begin(CUDA) == 0, lib.ingot_last_error()
+    try:
+        out = forward()
+    finally:
+        g = lib.ingot_graph_end(CUDA)
+    assert g, lib.ingot_last_error()
+    try:
+        for _ in range(2):
+            host = {}
+            for m in xs:
+                x = rng.standard_normal((m, k)).astype(np.float32)
+                r = rng.standard_normal((m, n)).astype(np.float32)
+                call("ingot_copy_", xs[m], dev(x))
+                call("ingot_copy_", rs[m], dev(r))
+                host[m] = (x, r)
+            assert lib.ingot_graph_replay(g) == 0, lib.ingot_last_error()
+            for m, (x, r) in host.items():
+                want = to_numpy(call("ingot_qmatmul_fused", tensor(x), tensor(wq), tid, k,
+                                     tensor(norm), 1e-5, tensor(r)))
+                check_fused_close(to_numpy(out[m]), want, x, w64, norm, 1e-5, r)
     finally:
         del out  # lives in the graph's private pool: release before the graph
         lib.ingot_graph_destroy(g)

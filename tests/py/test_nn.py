@@ -4,6 +4,10 @@ qmatmul / qget_rows: W dequantised by gguf.quants.dequantize (independent of
 ingot's decoder). qget_rows is exact (the decoders are bit-exact); qmatmul is
 checked against float64 x @ W^T with |err| <= 3e-5 * (|x| @ |W|^T) + 1e-6 (f32
 accumulation, both the matvec path M <= 8 and the dequantise + sgemm path).
+Padded rows (W [N, S] with S > row bytes, garbage in the padding) give the
+same results. qmatmul_fused: x normalised in float32 by numpy (rms_norm_ref),
+then float64 products, + res; bound 3e-5 * (|x_n| @ |W|^T + |res|) + 1e-6
+(the normalisations differ by their f32 sums: a few ulps of 1/rms).
 rms_norm / swiglu: numpy in float32, rounded to the input dtype; results
 within 1 ulp-ish of it (rtol 1e-5 f32, 1e-2 bf16, 2e-3 f16).
 """
@@ -11,7 +15,8 @@ import numpy as np
 import pytest
 
 from ingot_ctypes import IngotError, call, strided, tensor, to_numpy
-from nn_cases import FLOATS, QTYPES, qcase_special, qtable, rms_norm_ref, seed, swiglu_ref
+from nn_cases import (FLOATS, QTYPES, fused_ref, pad16, pad_rows, qcase_special, qtable,
+                      rms_norm_ref, seed, swiglu_ref)
 
 MS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 33]
 RTOL = {"float32": 1e-5, "bfloat16": 1e-2, "float16": 2e-3}
@@ -60,6 +65,93 @@ def test_qmatmul_empty():
     tid, cols, wq, _ = qtable("Q8_0", 4, 1, np.random.default_rng(0))
     y = call("ingot_qmatmul", tensor(np.zeros((0, cols), np.float32)), tensor(wq), tid, cols)
     assert y.shape == (0, 4)
+
+
+@pytest.mark.parametrize("name", QTYPES)
+@pytest.mark.parametrize("m", [1, 5, 8, 9, 33])
+def test_qmatmul_padded_rows(name, m):
+    """Rows padded to 16 bytes and by 7 bytes more: the padding is never read."""
+    rng = np.random.default_rng(seed(name, m, "pad"))
+    tid, cols, wq, w64 = qtable(name, 23, 3, rng)
+    x = rng.standard_normal((m, cols)).astype(np.float32)
+    want = to_numpy(call("ingot_qmatmul", tensor(x), tensor(wq), tid, cols))
+    for extra in (pad16(wq.shape[1]), pad16(wq.shape[1]) + 7):
+        y = to_numpy(call("ingot_qmatmul", tensor(x), tensor(pad_rows(wq, extra, rng)), tid, cols))
+        np.testing.assert_array_equal(y, want)
+    check_qmatmul(want, x, w64)
+
+
+def check_fused(y, x, w64, norm, eps, res):
+    ref, mag = fused_ref(x, w64, norm, eps, res)
+    assert y.shape == ref.shape and y.dtype == np.float32
+    err = np.abs(y.astype(np.float64) - ref)
+    bound = 3e-5 * mag + 1e-6
+    assert np.all(err <= bound), f"max err {err.max()} (bound {bound.ravel()[err.argmax()]})"
+
+
+@pytest.mark.parametrize("name", QTYPES)
+@pytest.mark.parametrize("m", [1, 3, 8, 12])
+@pytest.mark.parametrize("use_norm,use_res", [(True, False), (False, True), (True, True)])
+def test_qmatmul_fused(name, m, use_norm, use_res):
+    rng = np.random.default_rng(seed(name, m, use_norm, use_res))
+    tid, cols, wq, w64 = qtable(name, 19, 3, rng)
+    wq = pad_rows(wq, pad16(wq.shape[1]), rng)
+    x = (rng.standard_normal((m, cols)) * 3).astype(np.float32)
+    norm = rng.standard_normal(cols).astype(np.float32) if use_norm else None
+    res = rng.standard_normal((m, 19)).astype(np.float32) * 10 if use_res else None
+    y = to_numpy(call("ingot_qmatmul_fused", tensor(x), tensor(wq), tid, cols,
+                      None if norm is None else tensor(norm), 1e-5,
+                      None if res is None else tensor(res)))
+    check_fused(y, x, w64, norm, 1e-5, res)
+
+
+def test_qmatmul_fused_none_is_qmatmul():
+    """No norm and no res: bit-identical to ingot_qmatmul (strided x too)."""
+    rng = np.random.default_rng(41)
+    tid, cols, wq, _ = qtable("Q6_K", 11, 1, rng)
+    x = rng.standard_normal((4, cols)).astype(np.float32)
+    y = to_numpy(call("ingot_qmatmul_fused", strided(x), tensor(wq), tid, cols, None, 0.0, None))
+    np.testing.assert_array_equal(y, to_numpy(call("ingot_qmatmul", tensor(x), tensor(wq), tid,
+                                                   cols)))
+
+
+def test_qmatmul_fused_special_and_strided():
+    """A NaN in x (with the norm) poisons its whole output row; an all-zero x
+    row gives res exactly; a NaN/inf in res stays where it is; strided inputs."""
+    rng = np.random.default_rng(42)
+    tid, cols, wq, w64 = qtable("Q4_1", 9, 2, rng)
+    x = rng.standard_normal((3, cols)).astype(np.float32)
+    x[0, 5] = np.nan
+    x[1] = 0
+    norm = rng.standard_normal(cols).astype(np.float32)
+    res = rng.standard_normal((3, 9)).astype(np.float32)
+    res[2, 4], res[2, 6] = np.inf, np.nan
+    y = to_numpy(call("ingot_qmatmul_fused", strided(x), tensor(wq), tid, cols, strided(norm),
+                      1e-6, strided(res)))
+    assert np.isnan(y[0]).all()
+    np.testing.assert_array_equal(y[1], res[1])
+    assert np.isposinf(y[2, 4]) and np.isnan(y[2, 6])
+    keep = np.ones(9, bool)
+    keep[[4, 6]] = False
+    check_fused(y[2:, keep], x[2:], w64[keep], norm, 1e-6, res[2:, keep])
+
+
+def test_qmatmul_fused_empty():
+    tid, cols, wq, _ = qtable("Q8_0", 4, 1, np.random.default_rng(0))
+    y = call("ingot_qmatmul_fused", tensor(np.zeros((0, cols), np.float32)), tensor(wq), tid,
+             cols, tensor(np.ones(cols, np.float32)), 1e-5,
+             tensor(np.zeros((0, 4), np.float32)))
+    assert y.shape == (0, 4)
+
+
+@pytest.mark.parametrize("name", QTYPES)
+def test_qget_rows_padded(name):
+    rng = np.random.default_rng(seed(name, "pad"))
+    tid, cols, wq, w64 = qtable(name, 13, 3, rng)
+    ids = np.array([12, 0, 7, 7, 3], np.int64)
+    y = to_numpy(call("ingot_qget_rows", tensor(pad_rows(wq, pad16(wq.shape[1]) + 16, rng)), tid,
+                      cols, tensor(ids)))
+    np.testing.assert_array_equal(y, w64[ids].astype(np.float32))
 
 
 @pytest.mark.parametrize("name", QTYPES)

@@ -10,7 +10,8 @@ from ingot_ctypes import expect_error, IngotError, call, lib, tensor, to_numpy
 Q4_1, Q8_0, Q4_K, BAD_TYPE = 3, 8, 12, 5
 # Fixtures live for the whole module (tracebacks cannot hold temporaries).
 W = tensor(np.zeros((4, 40), np.uint8))  # Q4_1, 64 columns per row (2 blocks of 20 bytes)
-W_ODD = tensor(np.zeros((4, 41), np.uint8))  # row_bytes matches no type
+W_SHORT = tensor(np.zeros((4, 39), np.uint8))  # rows shorter than a Q4_1 row of 64
+W_PAD = tensor(np.zeros((4, 48), np.uint8))  # Q4_1 rows of 64 padded to 48 bytes
 W_I8 = tensor(np.zeros((4, 40), np.int8))
 W_1D = tensor(np.zeros(160, np.uint8))
 X = tensor(np.ones((2, 64), np.float32))
@@ -27,6 +28,11 @@ NW = tensor(np.ones(8, np.float32))
 NW_BAD = tensor(np.ones(7, np.float32))
 NW_F64 = tensor(np.ones(8, np.float64))
 S0 = tensor(np.float32(1))
+NW64 = tensor(np.ones(64, np.float32))
+NW64_F64 = tensor(np.ones(64, np.float64))
+RES = tensor(np.ones((2, 4), np.float32))
+RES_BAD = tensor(np.ones((2, 5), np.float32))
+RES_F16 = tensor(np.ones((2, 4), np.float16))
 
 
 def c(name, *args):
@@ -38,7 +44,7 @@ CASES = [
     ("qmatmul-type", "qmatmul", c("qmatmul", X, W, BAD_TYPE, 64)),
     ("qmatmul-cols-block", "qmatmul", c("qmatmul", X_K, W, Q4_1, 63)),
     ("qmatmul-cols-zero", "qmatmul", c("qmatmul", X, W, Q4_1, 0)),
-    ("qmatmul-row-bytes", "qmatmul", c("qmatmul", X, W_ODD, Q4_1, 64)),
+    ("qmatmul-row-bytes", "qmatmul", c("qmatmul", X, W_SHORT, Q4_1, 64)),
     ("qmatmul-row-bytes-type", "qmatmul", c("qmatmul", X, W, Q8_0, 64)),
     ("qmatmul-kquant-cols", "qmatmul", c("qmatmul", X, W, Q4_K, 64)),
     ("qmatmul-w-dtype", "qmatmul", c("qmatmul", X, W_I8, Q4_1, 64)),
@@ -46,10 +52,27 @@ CASES = [
     ("qmatmul-x-dtype", "qmatmul", c("qmatmul", X_BF16, W, Q4_1, 64)),
     ("qmatmul-x-cols", "qmatmul", c("qmatmul", X_K, W, Q4_1, 64)),
     ("qmatmul-x-1d", "qmatmul", c("qmatmul", NW, W, Q4_1, 64)),
+    ("qmatmul_fused-null", "qmatmul_fused", c("qmatmul_fused", X, None, Q4_1, 64, NW64, 1e-5,
+                                              None)),
+    ("qmatmul_fused-row-bytes", "qmatmul_fused", c("qmatmul_fused", X, W_SHORT, Q4_1, 64, None,
+                                                   0.0, None)),
+    ("qmatmul_fused-norm-shape", "qmatmul_fused", c("qmatmul_fused", X, W_PAD, Q4_1, 64, NW, 1e-5,
+                                                    None)),
+    ("qmatmul_fused-norm-dtype", "qmatmul_fused", c("qmatmul_fused", X, W, Q4_1, 64, NW64_F64,
+                                                    1e-5, None)),
+    ("qmatmul_fused-eps", "qmatmul_fused", c("qmatmul_fused", X, W, Q4_1, 64, NW64, -1.0, None)),
+    ("qmatmul_fused-eps-nan", "qmatmul_fused", c("qmatmul_fused", X, W, Q4_1, 64, NW64,
+                                                 float("nan"), None)),
+    ("qmatmul_fused-res-shape", "qmatmul_fused", c("qmatmul_fused", X, W, Q4_1, 64, None, 0.0,
+                                                   RES_BAD)),
+    ("qmatmul_fused-res-dtype", "qmatmul_fused", c("qmatmul_fused", X, W_PAD, Q4_1, 64, NW64,
+                                                   1e-5, RES_F16)),
+    ("qmatmul_fused-x-dtype", "qmatmul_fused", c("qmatmul_fused", X_BF16, W, Q4_1, 64, None, 0.0,
+                                                 RES)),
     ("qget_rows-null", "qget_rows", c("qget_rows", W, Q4_1, 64, None)),
     ("qget_rows-type", "qget_rows", c("qget_rows", W, BAD_TYPE, 64, IDS)),
     ("qget_rows-cols", "qget_rows", c("qget_rows", W, Q4_1, 48, IDS)),
-    ("qget_rows-row-bytes", "qget_rows", c("qget_rows", W_ODD, Q4_1, 64, IDS)),
+    ("qget_rows-row-bytes", "qget_rows", c("qget_rows", W_SHORT, Q4_1, 64, IDS)),
     ("qget_rows-w-dtype", "qget_rows", c("qget_rows", W_I8, Q4_1, 64, IDS)),
     ("qget_rows-ids-dtype", "qget_rows", c("qget_rows", W, Q4_1, 64, IDS_F)),
     ("qget_rows-ids-2d", "qget_rows", c("qget_rows", W, Q4_1, 64, IDS_2D)),
@@ -89,14 +112,18 @@ def test_works_after_failure():
 
 
 @needs_cuda
-@pytest.mark.parametrize("op", ["qmatmul", "qget_rows", "rms_norm", "swiglu"])
+@pytest.mark.parametrize("op", ["qmatmul", "qmatmul_fused", "qmatmul_fused_res", "qget_rows",
+                                "rms_norm", "swiglu"])
 def test_device_mismatch(op):
     wd, fd = call("ingot_to", W, CUDA), call("ingot_to", F, CUDA)
+    xd = call("ingot_to", X, CUDA)
     args = {"qmatmul": (X, wd, Q4_1, 64), "qget_rows": (wd, Q4_1, 64, IDS),
+            "qmatmul_fused": (xd, wd, Q4_1, 64, NW64, 1e-5, None),
+            "qmatmul_fused_res": (xd, wd, Q4_1, 64, None, 0.0, RES),
             "rms_norm": (fd, NW, 1e-5), "swiglu": (F, fd)}[op]
     live = lib.ingot_live_tensors()
     with pytest.raises(IngotError) as e:
-        call("ingot_" + op, *args)
-    assert op in str(e.value)
+        call("ingot_" + op.replace("_res", ""), *args)
+    assert op.replace("_res", "") in str(e.value)
     del e
     assert lib.ingot_live_tensors() == live
