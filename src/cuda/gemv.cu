@@ -603,3 +603,18 @@ extern "C" ingot_status cuda_gemv_try(ingot_op_args *a, bool *done) {
   if (name && strcmp(name, "scaled_mm") == 0) return try_scaled_mm(a, done);
   return INGOT_OK;
 }
+
+extern "C" ingot_status cuda_gemv_f32x(const void *w, ingot_dtype wdt, int64_t ldw, const float *x,
+                                       int64_t rows, int64_t k, int64_t m, const float *res,
+                                       ingot_tensor *out, bool *done) {
+  *done = false;
+  if (rows < 1 || rows > kMaxRows) return INGOT_OK;
+  GemvParams p = base_params();
+  p.w = w, p.ldw = ldw;
+  p.x = x, p.xsb = 0, p.xsn = k, p.xsk = 1, p.xn = rows;
+  p.x_dt = INGOT_F32;
+  p.out = ingot_tensor_data(out), p.out_dt = INGOT_F32;
+  p.rows = (int)rows, p.k = k, p.m = m;
+  if (res) p.bias = res, p.bias_dt = INGOT_F32, p.bias_sr = m, p.bias_sj = 1;
+  return run(p, wdt, nullptr, out, done);
+}

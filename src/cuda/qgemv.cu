@@ -35,6 +35,7 @@
 
 #include "cuda_common.cuh"
 #include "ggml_blocks.cuh"
+#include "gemv.cuh"
 #include "ingot/nn.h"
 #include "ingot/ops.h"
 #include "qgemv_kernels.cuh"
@@ -193,6 +194,23 @@ ingot_status k_qmatmul(ingot_op_args *a) {
   const float *np = norm ? (const float *)ingot_tensor_data(norm) : nullptr;
   float *yp = (float *)ingot_tensor_data(y);
   cudaError_t e = cudaErrorInvalidValue;
+  const int fdt = type == INGOT_GGML_F32    ? INGOT_F32
+                  : type == INGOT_GGML_BF16 ? INGOT_BF16
+                  : type == INGOT_GGML_F16  ? INGOT_F16
+                                            : -1;
+  if (m <= 8 && fdt >= 0 && ingot_is_contiguous(x)) {
+    // Float weights (HF checkpoints): the dense GEMV kernel streams them at
+    // memory speed; a norm goes first as its own launch.
+    ingot_tensor *xn = norm ? ingot_rms_norm(x, norm, a->farg[0]) : nullptr;
+    if (norm && !xn) return ingot_last_status();
+    const int64_t es = (int64_t)ingot_dtype_size((ingot_dtype)fdt);
+    bool done = false;
+    if (rs % es == 0)
+      st = cuda_gemv_f32x(wp, (ingot_dtype)fdt, rs / es,
+                          (const float *)ingot_tensor_data(xn ? xn : x), m, k, n, rp, y, &done);
+    ingot_release(xn);
+    if (done || st) return st;
+  }
   if (m <= 8) {
     bool done = false;
     GGML_TYPE_SWITCH(
