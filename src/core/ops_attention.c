@@ -204,6 +204,8 @@ ingot_tensor *ingot_rope_kv_write(const ingot_tensor *q, const ingot_tensor *k,
   const char *op = "rope_kv_write";
   if (!o) return ingot_fail(INGOT_ERR_ARG, "rope_kv_write: options are NULL");
   bool norm = o->q_norm || o->k_norm;
+  if (norm && (!o->q_norm || !o->k_norm))
+    return ingot_fail(INGOT_ERR_ARG, "rope_kv_write: give both q_norm and k_norm, or neither");
   const ingot_tensor *ts[9] = {q, k, v, pos, inv_freq, k_cache, v_cache, o->q_norm, o->k_norm};
   if (!check_tensors(op, norm ? 9 : 7, ts)) return NULL;
   if (!is_3d(op, "q", q) || !is_3d(op, "k", k) || !is_3d(op, "v", v) || !check_f32(op, "q", q) ||
@@ -229,20 +231,18 @@ ingot_tensor *ingot_rope_kv_write(const ingot_tensor *q, const ingot_tensor *k,
     return ingot_fail(INGOT_ERR_DTYPE,
                       "rope_kv_write: 'inv_freq' must be float32 or float64, got %s",
                       ingot_dtype_name(inv_freq->dtype));
-  if (norm && (!o->q_norm || !o->k_norm))
-    return ingot_fail(INGOT_ERR_ARG, "rope_kv_write: give both q_norm and k_norm, or neither");
   if (norm && (!check_norm(op, "q_norm", o->q_norm, D) || !check_norm(op, "k_norm", o->k_norm, D)))
     return NULL;
   if (norm && !(o->eps == o->eps)) return ingot_fail(INGOT_ERR_ARG, "rope_kv_write: eps is NaN");
   ingot_op_args a = {.op = INGOT_OP_ROPE_KV_WRITE, .nin = norm ? 7 : 5, .nout = 3};
-  ingot_tensor *tmp[7] = {unit_last(op, q, a.iarg + 1),
-                          unit_last(op, k, a.iarg + 3),
-                          unit_last(op, v, a.iarg + 5),
-                          contig(op, pos),
-                          inv_freq->dtype == INGOT_F64 ? contig(op, inv_freq)
-                                                       : ingot_cast(inv_freq, INGOT_F64),
-                          norm ? contig(op, o->q_norm) : NULL,
-                          norm ? contig(op, o->k_norm) : NULL};
+  ingot_tensor *tmp[7] = {
+      unit_last(op, q, a.iarg + 1),
+      unit_last(op, k, a.iarg + 3),
+      unit_last(op, v, a.iarg + 5),
+      contig(op, pos),
+      inv_freq->dtype == INGOT_F64 ? contig(op, inv_freq) : ingot_cast(inv_freq, INGOT_F64),
+      norm ? contig(op, o->q_norm) : NULL,
+      norm ? contig(op, o->k_norm) : NULL};
   ingot_tensor *r = NULL;
   bool ok = true;
   for (int i = 0; i < a.nin; i++) ok = ok && (a.in[i] = tmp[i]);

@@ -148,8 +148,10 @@ static int64_t row_stride(const ingot_tensor *t) {
   int64_t rs = n, expect = -1;
   for (int d = nd - 2; d >= 0; d--) {
     if (t->shape[d] == 1) continue;
-    if (expect < 0) rs = t->strides[d];
-    else if (t->strides[d] != expect) return -1;
+    if (expect < 0)
+      rs = t->strides[d];
+    else if (t->strides[d] != expect)
+      return -1;
     expect = t->strides[d] * t->shape[d];
   }
   return rs;

@@ -88,8 +88,10 @@ static void norm_head(const float *x, float *y, const float *w, int64_t D, float
 /* Cache row (pos p, head h) of a float32 or float16 cache = y[0..D). */
 static void cache_put(void *c, bool half, int64_t at, const float *y, int64_t D) {
   for (int64_t i = 0; i < D; i++)
-    if (half) ((uint16_t *)c)[at + i] = fp_f32_to_f16(y[i]);
-    else ((float *)c)[at + i] = y[i];
+    if (half)
+      ((uint16_t *)c)[at + i] = fp_f32_to_f16(y[i]);
+    else
+      ((float *)c)[at + i] = y[i];
 }
 
 static ingot_status k_rope_kv_write(ingot_op_args *a) {

@@ -22,10 +22,10 @@
 
 namespace {
 
-const int kTile = 256;      // cache rows scored per pass of a block (shared scores)
+const int kTile = 256;        // cache rows scored per pass of a block (shared scores)
 const int kSingleRows = 512;  // caches up to this long: one block per head, no combine
-const int kMaxChunks = 64;  // partials per (row, head)
-const int kThreads = 128;   // 4 warps; each thread keeps 2 of the D <= 256 outputs
+const int kMaxChunks = 64;    // partials per (row, head)
+const int kThreads = 128;     // 4 warps; each thread keeps 2 of the D <= 256 outputs
 
 __device__ __forceinline__ int clamp_pos(int p, int ctx) {
   return p < 0 ? 0 : p >= ctx ? ctx - 1 : p;
@@ -114,7 +114,7 @@ ingot_status k_kv_cache_write(ingot_op_args *a) {
 const int kRkvWarps = 4;
 
 struct RkvParams {
-  const float *src[3];  // q, k, v
+  const float *src[3];   // q, k, v
   int64_t rs[3], hs[3];  // row and head strides (elements)
   const int32_t *pos;
   const double *inv;

@@ -115,8 +115,7 @@ ingot_status k_rms_norm(ingot_op_args *a) {
 
 template <class T>
 void launch_swiglu(const ingot_op_args *a, cudaStream_t s) {
-  const int64_t n = a->iarg[2], rows = ingot_numel(a->out[0]) / n, sg = a->iarg[0],
-                su = a->iarg[1];
+  const int64_t n = a->iarg[2], rows = ingot_numel(a->out[0]) / n, sg = a->iarg[0], su = a->iarg[1];
   const T *gp = static_cast<const T *>(ingot_tensor_data(a->in[0]));
   const T *up = static_cast<const T *>(ingot_tensor_data(a->in[1]));
   T *yp = static_cast<T *>(ingot_tensor_data(a->out[0]));

@@ -133,9 +133,9 @@ void dev_model_free(dev_model *d) {
   if (d->layers) {
     for (int l = 0; l < d->n_layers; l++) {
       dev_layer *D = &d->layers[l];
-      ingot_tensor *ts[] = {D->attn_norm, D->ffn_norm, D->q_norm,    D->k_norm, D->qkv.t,
-                            D->wq.t,      D->wk.t,     D->wv.t,      D->wo.t,   D->gate_up.t,
-                            D->gate.t,    D->up.t,     D->down.t,    D->k_cache, D->v_cache};
+      ingot_tensor *ts[] = {D->attn_norm, D->ffn_norm, D->q_norm, D->k_norm,  D->qkv.t,
+                            D->wq.t,      D->wk.t,     D->wv.t,   D->wo.t,    D->gate_up.t,
+                            D->gate.t,    D->up.t,     D->down.t, D->k_cache, D->v_cache};
       for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) ingot_release(ts[i]);
       dev_moe_free(&D->moe);
     }

@@ -29,7 +29,7 @@ typedef struct dev_layer {
    * a ggml type and cols (one product each); then wq/wk/wv (gate/up) are
    * unset. gate/up/down/gate_up: dense layers only. */
   dev_weight qkv, wq, wk, wv, wo, gate_up, gate, up, down;
-  bool sparse;                                          /* the MLP is moe */
+  bool sparse; /* the MLP is moe */
   dev_moe moe;
   ingot_tensor *k_cache, *v_cache; /* float32 [ctx, kv_heads, head_dim] */
 } dev_layer;
