@@ -94,10 +94,8 @@ const char *ingot_device_kind_name(ingot_device_kind kind) {
 const char *ingot_device_str(ingot_device dev, char *buf, size_t len) {
   const char *name = ingot_device_kind_name(dev.kind);
   if (!name) name = "unknown";
-  if (dev.kind == INGOT_DEVICE_CPU)
-    snprintf(buf, len, "cpu");
-  else
-    snprintf(buf, len, "%s:%d", name, dev.index);
+  if (dev.kind == INGOT_DEVICE_CPU) snprintf(buf, len, "cpu");
+  else snprintf(buf, len, "%s:%d", name, dev.index);
   return buf;
 }
 
@@ -198,8 +196,8 @@ static ingot_status run_on_cpu(ingot_op_args *a, ingot_device dev, const ingot_b
     if (!d || st != INGOT_OK) continue;
     /* Outputs with content or a strided layout travel as their storage span. */
     span[o] = out_prefilled(a->op) || !ingot_is_contiguous(d);
-    c.out[o] =
-        span[o] ? tensor_host_span(d, &lo[o]) : tensor_new(d->ndim, d->shape, d->dtype, INGOT_CPU);
+    c.out[o] = span[o] ? tensor_host_span(d, &lo[o])
+                       : tensor_new(d->ndim, d->shape, d->dtype, INGOT_CPU);
     if (!c.out[o]) st = ingot_last_status();
   }
   if (st == INGOT_OK) st = cpu->kernels[a->op](&c);
@@ -225,10 +223,8 @@ ingot_status dispatch(ingot_op_args *a) {
   if (be->kernels[a->op]) return be->kernels[a->op](a);
   const ingot_backend *cpu = ingot_backend_get(INGOT_DEVICE_CPU);
   if (dev.kind == INGOT_DEVICE_CPU || !cpu->kernels[a->op])
-    return ingot_set_error(INGOT_ERR_UNSUPPORTED,
-                           "operator '%s' is not implemented for the %s "
-                           "device",
-                           ingot_op_name(a->op), be->name);
+    return ingot_set_error(INGOT_ERR_UNSUPPORTED, "operator '%s' is not implemented for the %s "
+                           "device", ingot_op_name(a->op), be->name);
   if (!fallback_enabled())
     return ingot_set_error(INGOT_ERR_UNSUPPORTED,
                            "operator '%s' is not implemented for the %s device; set "
