@@ -319,7 +319,7 @@ def test_cuda_attention_cached_positions_on_device():
 
 @needs_cuda
 @pytest.mark.parametrize("case", range(len(SAMPLE_CASES)))
-@pytest.mark.parametrize("V", [7, 1000, 49152, 151936])
+@pytest.mark.parametrize("V", [7, 1000, 4096, 4097, 8192, 49152, 100003, 151936])
 def test_cuda_sample_tokens_matches_cpu(case, V):
     kw = SAMPLE_CASES[case]
     if kw.get("temperature", 0) > 0 and kw.get("top_k", 40) <= 0 and V > 1024:
@@ -335,6 +335,28 @@ def test_cuda_sample_tokens_matches_cpu(case, V):
         ct, ch, cs = run_sampler(None, o, lg, ring, step)
         assert (gt, gs) == (ct, cs), (kw, seed)
         np.testing.assert_array_equal(gh, ch)
+
+
+@needs_cuda
+@pytest.mark.parametrize("V", [4097, 49152, 151936])
+def test_cuda_sample_tokens_ties_across_blocks(V):
+    """Vocabularies over one block's slice (4096) are split over blocks whose
+    candidates are merged: ties must still go to the lowest ids, as on the CPU
+    (flat logits; a tied maximum in the last block and the first)."""
+    flat = np.zeros(V, np.float32)
+    peaks = flat.copy()
+    peaks[[V - 1, 4095, 4096 % V, 3]] = 5.0
+    for lg in (flat, peaks):
+        for kw in (dict(temperature=0.0), dict(temperature=1.0, top_k=40),
+                   dict(temperature=0.9, top_k=1024, top_p=0.9),
+                   dict(temperature=1.0, top_k=3, repeat_penalty=2.0)):
+            for seed in range(4):
+                o = opts(seed=seed, **kw)
+                ring = np.array([3, V - 1, -1, 3], np.int32)
+                gt = run_sampler(CUDA, o, lg, ring, seed)
+                ct = run_sampler(None, o, lg, ring, seed)
+                assert gt[0] == ct[0] and gt[2] == ct[2], (kw, seed)
+                np.testing.assert_array_equal(gt[1], ct[1])
 
 
 @needs_cuda
