@@ -221,6 +221,8 @@ typedef struct ingot_runtime_ops {
   ingot_status (*graph_end)(int index, void *stream, void **graph);
   ingot_status (*graph_replay)(int index, void *graph, void *stream);
   ingot_status (*graph_destroy)(int index, void *graph);
+  /* Device-to-host copy queued on the current stream, no wait (dst pinned). */
+  ingot_status (*copy_to_host_async)(int index, void *dst, const void *src, size_t nbytes);
 } ingot_runtime_ops;
 
 typedef struct ingot_backend {

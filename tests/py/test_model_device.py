@@ -468,6 +468,71 @@ def test_tensor_forward_matches_raw_path(smol):
     compare_models(smol, "tensor", LOGIT_ATOL_CPU)
 
 
+def gen_more(m, ids, n, stop_at_eos=False, stop_after=None):
+    """ingot_generate continuing the cache (no reset); the callback stops it
+    after stop_after streamed tokens. Returns (tokens, n_past after)."""
+    seen = []
+
+    def cb(tok, piece, length, user):
+        seen.append(tok)
+        return int(stop_after is not None and len(seen) >= stop_after)
+
+    o = GenOpts(n, opts(), stop_at_eos)
+    out, nout = np.zeros(n, np.int32), I64()
+    st = lib.ingot_generate(m, ids.ctypes.data, len(ids), ctypes.byref(o), TOKEN_FN(cb), None,
+                            out.ctypes.data, n, ctypes.byref(nout), None)
+    assert st == 0, lib.ingot_last_error().decode()
+    assert seen == list(out[:nout.value])  # nothing streamed that is not counted
+    return list(out[:nout.value]), lib.ingot_model_n_past(m)
+
+
+# A prompt whose greedy answer ends with a stop token within 24 tokens (the
+# chat markers are spelled out: ingot_tokenize without special tokens).
+CHAT = ("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+        "Face<|im_end|>\n<|im_start|>user\nWhat is 2+2? Answer with one number.<|im_end|>\n"
+        "<|im_start|>assistant\n")
+
+
+def test_tensor_generate_stops_and_continues(smol):
+    """The device loop queues step g + 1 before it reads token g: a stop
+    token or a callback stop leaves a step that never counts. Tokens, n_past
+    and the cache the next call continues from must be the host loop's."""
+    ref, m = load(smol, "raw"), load(smol, "tensor")
+    try:
+        turns = [(tokenize(ref, CHAT), 24, True, None),  # ends at a stop token (15 tokens)
+                 (tokenize(ref, " And again"), 12, False, 3),  # the callback stops it
+                 (tokenize(ref, " Then"), 5, False, None)]  # max_tokens
+        for mm in (ref, m):
+            lib.ingot_model_reset(mm)
+        for i, (ids, n, eos, after) in enumerate(turns):
+            want = gen_more(ref, ids, n, eos, after)
+            assert gen_more(m, ids, n, eos, after) == want, i
+            if i == 0:
+                assert len(want[0]) < n  # the stop token ended it
+            if i == 1:
+                assert len(want[0]) == 3
+    finally:
+        lib.ingot_model_free(ref)
+        lib.ingot_model_free(m)
+
+
+@needs_cuda
+def test_cuda_generate_stops_and_continues(smol):
+    """As above on cuda:0 (graph replays, async token copies) against the CPU
+    tensor forward."""
+    ref, m = load(smol, "tensor"), load(smol, "cuda")
+    try:
+        turns = [(tokenize(ref, CHAT), 24, True, None), (tokenize(ref, " And again"), 12, False, 3),
+                 (tokenize(ref, " Then"), 5, False, None)]
+        for mm in (ref, m):
+            lib.ingot_model_reset(mm)
+        for i, (ids, n, eos, after) in enumerate(turns):
+            assert gen_more(m, ids, n, eos, after) == gen_more(ref, ids, n, eos, after), i
+    finally:
+        lib.ingot_model_free(ref)
+        lib.ingot_model_free(m)
+
+
 def test_tensor_forward_errors_leave_the_cache(smol):
     m = load(smol, "tensor")
     try:
