@@ -284,7 +284,8 @@ def test_cuda_kv_cache_write_skips_bad_rows():
 @pytest.mark.parametrize("dt", [np.float32, np.float16])
 @pytest.mark.parametrize("T,hq,hkv,dh,ctx", [(1, 9, 3, 64, 2048), (1, 32, 8, 128, 40000),
                                              (64, 9, 3, 64, 2048), (5, 6, 2, 17, 301),
-                                             (3, 4, 4, 256, 257), (1, 1, 1, 1, 1)])
+                                             (3, 4, 4, 256, 257), (1, 1, 1, 1, 1),
+                                             (1, 9, 3, 64, 512), (2, 16, 2, 128, 513)])
 def test_cuda_attention_cached(dt, T, hq, hkv, dh, ctx):
     from cuda_diff import diff
     q = rand(T, hq, dh)
@@ -302,14 +303,15 @@ def test_cuda_attention_cached(dt, T, hq, hkv, dh, ctx):
 
 
 @needs_cuda
-def test_cuda_attention_cached_positions_on_device():
+@pytest.mark.parametrize("ctx", [1500, 512])  # chunks + combine; one launch (<= 512 rows)
+def test_cuda_attention_cached_positions_on_device(ctx):
     """The same launch at growing positions (what a replayed graph does):
     rewriting pos in place changes the result as the CPU says."""
-    ctx, dh = 1500, 64
+    dh = 64
     q, kc, vc = rand(1, 9, dh), rand(ctx, 3, dh), rand(ctx, 3, dh)
     pos_d = to_device(tensor(np.zeros(1, np.int32)))
     qd, kd, vd = to_device(tensor(q)), to_device(tensor(kc)), to_device(tensor(vc))
-    for p in [0, 255, 256, 257, 1023, 1499]:
+    for p in [x for x in [0, 255, 256, 257, 511, 1023, 1499] if x < ctx]:
         call("ingot_copy_", pos_d, to_device(tensor(np.array([p], np.int32))))
         got = to_numpy(call("ingot_attention_cached", qd, kd, vd, pos_d, 0.125))
         want = to_numpy(call("ingot_attention_cached", tensor(q), tensor(kc), tensor(vc),
