@@ -22,7 +22,7 @@
 
 namespace {
 
-const int kTile = 256;        // cache rows scored per pass of a block (shared scores)
+const int kTile = 128;        // cache rows scored per pass of a block (shared scores)
 const int kSingleRows = 512;  // caches up to this long: one block per head, no combine
 const int kMaxChunks = 64;    // partials per (row, head)
 const int kThreads = 128;     // 4 warps; each thread keeps 2 of the D <= 256 outputs

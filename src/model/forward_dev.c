@@ -245,7 +245,7 @@ static ingot_tensor *layers_forward(ingot_model *m, const ingot_tensor *ids,
 static ingot_status head_forward(ingot_model *m, const ingot_tensor *x, int64_t T) {
   dev_model *d = m->devm;
   ingot_tensor *last = ingot_narrow(x, 0, T - 1, 1);
-  ingot_tensor *lg = dev_linear(ingot_rms_norm(last, d->out_norm, m->cfg.rms_eps), &d->lm_head);
+  ingot_tensor *lg = dev_linear_ex(last, &d->lm_head, d->out_norm, m->cfg.rms_eps, NULL);
   return lg ? ingot_copy_(d->logits, lg) : ingot_last_status();
 }
 
