@@ -28,6 +28,26 @@ ingot_status ingot_kv_cache_write(ingot_tensor *k_cache, ingot_tensor *v_cache,
                                   const ingot_tensor *k, const ingot_tensor *v,
                                   const ingot_tensor *pos);
 
+/* Options of ingot_rope_kv_write: the RoPE pair layout and the optional
+ * per-head RMS norms applied before it (qwen3's q_norm/k_norm). */
+typedef struct ingot_rope_kv_options {
+  bool neox;                           /* pairs (i, i + D/2); false: (2i, 2i+1) */
+  const ingot_tensor *q_norm, *k_norm; /* float32 [D] or NULL (both or neither) */
+  double eps;                          /* of the norms */
+} ingot_rope_kv_options;
+
+/* The decode step's rope and cache write in one op: q and k (float32 [T, H,
+ * D] views with unit last stride, e.g. column slices of one fused q|k|v
+ * product: no copy) normed per head if o has norms, then roped at pos (as
+ * ingot_rope) with inv_freq; k and v written to the caches at pos (as
+ * ingot_kv_cache_write). Returns the roped q as a new float32 [T, Hq, D];
+ * D <= 256. The CPU fails (nothing written) on a position outside [0, ctx);
+ * CUDA skips those cache rows. */
+ingot_tensor *ingot_rope_kv_write(const ingot_tensor *q, const ingot_tensor *k,
+                                  const ingot_tensor *v, const ingot_tensor *pos,
+                                  const ingot_tensor *inv_freq, const ingot_rope_kv_options *o,
+                                  ingot_tensor *k_cache, ingot_tensor *v_cache);
+
 /* Causal grouped-query attention of q [T, Hq, D] (float32) over the cache
  * rows 0..pos[t] of k_cache, v_cache [ctx, Hkv, D] (float32 or float16, Hq a
  * multiple of Hkv; head h reads kv head h / (Hq / Hkv)): softmax(scale * q.k)

@@ -149,6 +149,7 @@ extern "C" {
   X(ROPE, "rope")                                                                          \
   X(KV_CACHE_WRITE, "kv_cache_write")                                                      \
   X(ATTENTION_CACHED, "attention_cached")                                                  \
+  X(ROPE_KV_WRITE, "rope_kv_write")                                                        \
   X(SAMPLE_TOKENS, "sample_tokens")                                                        \
   /* mixture of experts (src/core/ops_moe.c) */                                            \
   X(MOE_ROUTE, "moe_route")                                                                \
@@ -220,6 +221,8 @@ typedef struct ingot_runtime_ops {
   ingot_status (*graph_end)(int index, void *stream, void **graph);
   ingot_status (*graph_replay)(int index, void *graph, void *stream);
   ingot_status (*graph_destroy)(int index, void *graph);
+  /* Device-to-host copy queued on the current stream, no wait (dst pinned). */
+  ingot_status (*copy_to_host_async)(int index, void *dst, const void *src, size_t nbytes);
 } ingot_runtime_ops;
 
 typedef struct ingot_backend {

@@ -108,6 +108,11 @@ ingot_status ingot_record_stream(ingot_tensor *t, ingot_stream *stream);
 ingot_tensor *ingot_empty_pinned(int ndim, const int64_t *shape, ingot_dtype dt);
 /* True when t is a CPU tensor in pinned memory. */
 bool ingot_is_pinned(const ingot_tensor *t);
+/* dst (a contiguous CPU tensor) = src (contiguous, same dtype and numel),
+ * queued on the current stream of src's device without waiting when dst is
+ * pinned: the values are there once an event recorded after this call has
+ * completed. From the CPU, or into unpinned memory, it copies at once. */
+ingot_status ingot_copy_to_host_async(ingot_tensor *dst, const ingot_tensor *src);
 
 /* ---- device graphs (CUDA graphs) ---- */
 /* Start capturing this thread's work on dev's current stream (when that is

@@ -1,6 +1,8 @@
 /* Fronts of the decode-time attention ops (include/ingot/attention.h): rope,
- * kv_cache_write, attention_cached. Kernels receive contiguous tensors (the
- * fronts copy strided inputs) and read positions on the device. */
+ * kv_cache_write, attention_cached and rope_kv_write (the first two fused).
+ * Kernels receive contiguous tensors (the fronts copy strided inputs; q, k,
+ * v of rope_kv_write only need a unit last stride) and read positions on
+ * the device. */
 #include <string.h>
 
 #include "internal.h"
@@ -172,4 +174,89 @@ ingot_tensor *ingot_attention_cached(const ingot_tensor *q, const ingot_tensor *
   a.in[3] = tmp[1];
   a.farg[0] = scale;
   return run_out(&a, q->shape, q->device, tmp, 2);
+}
+
+/* x as a kernel input with unit last stride (a view itself, else a
+ * contiguous copy; owned) and its row and head strides in s[0], s[1]. */
+static ingot_tensor *unit_last(const char *op, const ingot_tensor *x, int64_t *s) {
+  ingot_tensor *r = x->strides[2] == 1 ? ingot_retain((ingot_tensor *)x) : contig(op, x);
+  if (r) s[0] = r->strides[0], s[1] = r->strides[1];
+  return r;
+}
+
+static bool check_norm(const char *op, const char *name, const ingot_tensor *w, int64_t d) {
+  if (!check_f32(op, name, w)) return false;
+  if (w->ndim == 1 && w->shape[0] == d) return true;
+  ingot_set_error(INGOT_ERR_SHAPE, "%s: '%s' must be [%lld] (head_dim)", op, name, (long long)d);
+  return false;
+}
+
+/* ROPE_KV_WRITE: in[0] = q [T, Hq, D], in[1] = k, in[2] = v [T, Hkv, D]
+ * (float32, unit last stride; row and head strides in iarg[1..2], [3..4],
+ * [5..6]), in[3] = pos int32 [T], in[4] = inv_freq float64 [D/2], in[5] =
+ * q_norm, in[6] = k_norm (float32 [D], only with nin 7); iarg[0] = neox,
+ * farg[0] = eps; out[0] = roped q float32 [T, Hq, D] (fresh), out[1] =
+ * k_cache, out[2] = v_cache (written in place, as KV_CACHE_WRITE). */
+ingot_tensor *ingot_rope_kv_write(const ingot_tensor *q, const ingot_tensor *k,
+                                  const ingot_tensor *v, const ingot_tensor *pos,
+                                  const ingot_tensor *inv_freq, const ingot_rope_kv_options *o,
+                                  ingot_tensor *k_cache, ingot_tensor *v_cache) {
+  const char *op = "rope_kv_write";
+  if (!o) return ingot_fail(INGOT_ERR_ARG, "rope_kv_write: options are NULL");
+  bool norm = o->q_norm || o->k_norm;
+  if (norm && (!o->q_norm || !o->k_norm))
+    return ingot_fail(INGOT_ERR_ARG, "rope_kv_write: give both q_norm and k_norm, or neither");
+  const ingot_tensor *ts[9] = {q, k, v, pos, inv_freq, k_cache, v_cache, o->q_norm, o->k_norm};
+  if (!check_tensors(op, norm ? 9 : 7, ts)) return NULL;
+  if (!is_3d(op, "q", q) || !is_3d(op, "k", k) || !is_3d(op, "v", v) || !check_f32(op, "q", q) ||
+      !check_f32(op, "k", k) || !check_f32(op, "v", v) || !check_caches(op, k_cache, v_cache) ||
+      !check_pos(op, pos, q->shape[0]))
+    return NULL;
+  int64_t T = q->shape[0], D = q->shape[2];
+  const int64_t *cs = k_cache->shape;
+  if (memcmp(k->shape, v->shape, 3 * sizeof k->shape[0]) || k->shape[0] != T ||
+      k->shape[1] != cs[1] || k->shape[2] != cs[2] || D != cs[2])
+    return ingot_fail(INGOT_ERR_SHAPE,
+                      "rope_kv_write: q must be [%lld, Hq, %lld] and k, v [%lld, %lld, %lld] "
+                      "like the caches",
+                      (long long)T, (long long)cs[2], (long long)T, (long long)cs[1],
+                      (long long)cs[2]);
+  if (D % 2 || D > 256)
+    return ingot_fail(INGOT_ERR_SHAPE, "rope_kv_write: head_dim %lld must be even and <= 256",
+                      (long long)D);
+  if (inv_freq->ndim != 1 || inv_freq->shape[0] != D / 2)
+    return ingot_fail(INGOT_ERR_SHAPE, "rope_kv_write: 'inv_freq' must be [%lld] (head_dim / 2)",
+                      (long long)(D / 2));
+  if (inv_freq->dtype != INGOT_F32 && inv_freq->dtype != INGOT_F64)
+    return ingot_fail(INGOT_ERR_DTYPE,
+                      "rope_kv_write: 'inv_freq' must be float32 or float64, got %s",
+                      ingot_dtype_name(inv_freq->dtype));
+  if (norm && (!check_norm(op, "q_norm", o->q_norm, D) || !check_norm(op, "k_norm", o->k_norm, D)))
+    return NULL;
+  if (norm && !(o->eps == o->eps)) return ingot_fail(INGOT_ERR_ARG, "rope_kv_write: eps is NaN");
+  ingot_op_args a = {.op = INGOT_OP_ROPE_KV_WRITE, .nin = norm ? 7 : 5, .nout = 3};
+  ingot_tensor *tmp[7] = {
+      unit_last(op, q, a.iarg + 1),
+      unit_last(op, k, a.iarg + 3),
+      unit_last(op, v, a.iarg + 5),
+      contig(op, pos),
+      inv_freq->dtype == INGOT_F64 ? contig(op, inv_freq) : ingot_cast(inv_freq, INGOT_F64),
+      norm ? contig(op, o->q_norm) : NULL,
+      norm ? contig(op, o->k_norm) : NULL};
+  ingot_tensor *r = NULL;
+  bool ok = true;
+  for (int i = 0; i < a.nin; i++) ok = ok && (a.in[i] = tmp[i]);
+  a.iarg[0] = o->neox;
+  a.farg[0] = o->eps;
+  a.out[1] = k_cache;
+  a.out[2] = v_cache;
+  if (ok && (r = tensor_new(3, q->shape, INGOT_F32, q->device))) {
+    a.out[0] = r; /* the caches are borrowed: only r is released on failure */
+    if (dispatch(&a)) {
+      ingot_release(r);
+      r = NULL;
+    }
+  }
+  for (int i = 0; i < 7; i++) ingot_release(tmp[i]);
+  return r ? r : fail_in(op);
 }

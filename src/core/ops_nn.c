@@ -15,9 +15,12 @@
  *            contiguous (f32 or x's dtype); farg[0] = eps; out[0] = x's
  *            shape and dtype. R, n > 0.
  * SWIGLU:    in[0] = gate, in[1] = up: same shape and dtype (f32/bf16/f16),
- *            contiguous; out[0] likewise; numel > 0.
- * Core makes inputs contiguous (a copy only when they are not), so kernels
- * see flat rows. */
+ *            viewed as [rows, n] with unit column stride and row strides
+ *            iarg[0] (gate), iarg[1] (up) in elements (views such as the
+ *            halves of a fused gate|up product need no copy); iarg[2] = n;
+ *            out[0] contiguous, gate's shape and dtype; numel > 0.
+ * Core makes the other inputs contiguous (a copy only when they are not), so
+ * kernels see flat rows. */
 #include <string.h>
 
 #include "internal.h"
@@ -184,6 +187,24 @@ ingot_tensor *ingot_rms_norm(const ingot_tensor *x, const ingot_tensor *weight, 
   return run_nn(&a, x->ndim, x->shape, x->dtype, x->device, tmp, 2);
 }
 
+/* The row stride of t seen as [rows, n] (n its last dim) with unit column
+ * stride, or -1 when its layout is not such a view. */
+static int64_t row_stride(const ingot_tensor *t) {
+  const int nd = t->ndim;
+  const int64_t n = nd ? t->shape[nd - 1] : 1;
+  if (nd && n != 1 && t->strides[nd - 1] != 1) return -1;
+  int64_t rs = n, expect = -1;
+  for (int d = nd - 2; d >= 0; d--) {
+    if (t->shape[d] == 1) continue;
+    if (expect < 0)
+      rs = t->strides[d];
+    else if (t->strides[d] != expect)
+      return -1;
+    expect = t->strides[d] * t->shape[d];
+  }
+  return rs;
+}
+
 ingot_tensor *ingot_swiglu(const ingot_tensor *gate, const ingot_tensor *up) {
   const ingot_tensor *ts[2] = {gate, up};
   if (!check_tensors("swiglu", 2, ts)) return NULL;
@@ -196,9 +217,14 @@ ingot_tensor *ingot_swiglu(const ingot_tensor *gate, const ingot_tensor *up) {
       memcmp(gate->shape, up->shape, sizeof(int64_t) * (size_t)gate->ndim) != 0)
     return ingot_fail(INGOT_ERR_SHAPE, "swiglu: gate and up must have the same shape");
   if (ingot_numel(gate) == 0) return tensor_new(gate->ndim, gate->shape, gate->dtype, gate->device);
-  ingot_tensor *tmp[2] = {ingot_contiguous(gate), ingot_contiguous(up)};
   ingot_op_args a = {.op = INGOT_OP_SWIGLU, .nin = 2, .nout = 1};
-  a.in[0] = tmp[0];
-  a.in[1] = tmp[1];
+  ingot_tensor *tmp[2];
+  for (int i = 0; i < 2; i++) {
+    int64_t rs = row_stride(ts[i]);
+    tmp[i] = rs >= 0 ? ingot_retain((ingot_tensor *)ts[i]) : ingot_contiguous(ts[i]);
+    a.iarg[i] = rs >= 0 ? rs : gate->ndim ? gate->shape[gate->ndim - 1] : 1;
+    a.in[i] = tmp[i];
+  }
+  a.iarg[2] = gate->ndim ? gate->shape[gate->ndim - 1] : 1;
   return run_nn(&a, gate->ndim, gate->shape, gate->dtype, gate->device, tmp, 2);
 }

@@ -344,6 +344,26 @@ bool ingot_is_pinned(const ingot_tensor *t) {
   return rt && t->storage->deleter == rt->host_free;
 }
 
+ingot_status ingot_copy_to_host_async(ingot_tensor *dst, const ingot_tensor *src) {
+  const ingot_tensor *d = dst;
+  if (!check_tensors("copy_to_host_async", 1, &d) ||
+      !check_tensors("copy_to_host_async", 1, &src))
+    return ingot_last_status();
+  if (dst->device.kind != INGOT_DEVICE_CPU || dst->dtype != src->dtype ||
+      ingot_numel(dst) != ingot_numel(src) || !ingot_is_contiguous(dst) ||
+      !ingot_is_contiguous(src))
+    return ingot_set_error(INGOT_ERR_ARG,
+                           "copy_to_host_async: dst must be a contiguous CPU tensor of src's "
+                           "dtype and size, src contiguous");
+  size_t n = (size_t)ingot_numel(src) * ingot_dtype_size(src->dtype);
+  const ingot_runtime_ops *rt =
+      src->device.kind == INGOT_DEVICE_CPU ? NULL : rt_of(ingot_backend_get(src->device.kind));
+  if (!rt || !rt->copy_to_host_async || !ingot_is_pinned(dst) || n == 0)
+    return ingot_to_host(src, ingot_tensor_data(dst), n);
+  return rt->copy_to_host_async(src->device.index, ingot_tensor_data(dst), ingot_tensor_data(src),
+                                n);
+}
+
 /* ---- graphs ---- */
 ingot_status ingot_graph_begin(ingot_device dev) {
   const ingot_backend *be = dev_backend("graph_begin", dev);

@@ -1,6 +1,6 @@
 /* CPU kernels of the decode-time attention ops (fronts and contracts in
- * src/core/ops_attention.c): rope, kv_cache_write, attention_cached. Every
- * position is checked before anything is written. */
+ * src/core/ops_attention.c): rope, kv_cache_write, attention_cached,
+ * rope_kv_write. Every position is checked before anything is written. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -16,27 +16,31 @@ static ingot_status check_positions(const char *op, const int32_t *pos, int64_t 
   return INGOT_OK;
 }
 
+/* Rotate the D values of one head in place at position p (pairs by neox). */
+static void rope_head(float *y, int32_t p, const double *inv, int64_t D, bool neox) {
+  int64_t half = D / 2;
+  for (int64_t i = 0; i < half; i++) {
+    double ang = (double)p * inv[i];
+    float c = (float)cos(ang), s = (float)sin(ang);
+    int64_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+    float x0 = y[a], x1 = y[b];
+    y[a] = x0 * c - x1 * s;
+    y[b] = x0 * s + x1 * c;
+  }
+}
+
 static ingot_status k_rope(ingot_op_args *a) {
   const float *x = (const float *)ingot_tensor_data(a->in[0]);
   const int32_t *pos = (const int32_t *)ingot_tensor_data(a->in[1]);
   const double *inv = (const double *)ingot_tensor_data(a->in[2]);
   float *y = (float *)ingot_tensor_data(a->out[0]);
   const int64_t *sh = ingot_shape(a->in[0]);
-  int64_t T = sh[0], H = sh[1], D = sh[2], half = D / 2;
+  int64_t T = sh[0], H = sh[1], D = sh[2];
   bool neox = a->iarg[0] != 0;
 #pragma omp parallel for schedule(static) if (T * H * D >= 2 * CPU_GRAIN)
   for (int64_t th = 0; th < T * H; th++) {
-    int64_t t = th / H;
-    const float *xi = x + th * D;
-    float *yi = y + th * D;
-    for (int64_t i = 0; i < half; i++) {
-      double ang = (double)pos[t] * inv[i];
-      float c = (float)cos(ang), s = (float)sin(ang);
-      int64_t p = neox ? i : 2 * i, q = neox ? i + half : 2 * i + 1;
-      float x0 = xi[p], x1 = xi[q];
-      yi[p] = x0 * c - x1 * s;
-      yi[q] = x0 * s + x1 * c;
-    }
+    for (int64_t i = 0; i < D; i++) y[th * D + i] = x[th * D + i];
+    rope_head(y + th * D, pos[th / H], inv, D, neox);
   }
   return INGOT_OK;
 }
@@ -68,6 +72,56 @@ static ingot_status k_kv_cache_write(ingot_op_args *a) {
 /* Cache row element i of a float32 or float16 cache. */
 static inline float cache_at(const void *c, bool half, int64_t i) {
   return half ? fp_f16_to_f32(((const uint16_t *)c)[i]) : ((const float *)c)[i];
+}
+
+/* y = x, or rms_norm(x) * w as ingot_rms_norm computes it (w non-NULL). */
+static void norm_head(const float *x, float *y, const float *w, int64_t D, float eps) {
+  float inv = 1;
+  if (w) {
+    float ss = 0;
+    for (int64_t i = 0; i < D; i++) ss += x[i] * x[i];
+    inv = 1.0f / sqrtf(ss / (float)D + eps);
+  }
+  for (int64_t i = 0; i < D; i++) y[i] = w ? x[i] * inv * w[i] : x[i];
+}
+
+/* Cache row (pos p, head h) of a float32 or float16 cache = y[0..D). */
+static void cache_put(void *c, bool half, int64_t at, const float *y, int64_t D) {
+  for (int64_t i = 0; i < D; i++)
+    if (half)
+      ((uint16_t *)c)[at + i] = fp_f32_to_f16(y[i]);
+    else
+      ((float *)c)[at + i] = y[i];
+}
+
+static ingot_status k_rope_kv_write(ingot_op_args *a) {
+  const int64_t *qs = ingot_shape(a->in[0]), *cs = ingot_shape(a->out[1]);
+  int64_t T = qs[0], hq = qs[1], D = qs[2], ctx = cs[0], hkv = cs[1];
+  const int32_t *pos = (const int32_t *)ingot_tensor_data(a->in[3]);
+  ingot_status st = check_positions("rope_kv_write", pos, T, ctx);
+  if (st) return st;
+  const double *inv = (const double *)ingot_tensor_data(a->in[4]);
+  const float *w[2] = {NULL, NULL};
+  if (a->nin > 5) w[0] = ingot_tensor_data(a->in[5]), w[1] = ingot_tensor_data(a->in[6]);
+  bool neox = a->iarg[0] != 0, half = ingot_dtype_of(a->out[1]) == INGOT_F16;
+  float eps = (float)a->farg[0];
+  float *qo = (float *)ingot_tensor_data(a->out[0]);
+  /* Slot j of row t: q heads, then k heads, then v heads. */
+  int64_t nslot = hq + 2 * hkv;
+#pragma omp parallel for schedule(static) if (T * nslot * D >= 2 * CPU_GRAIN)
+  for (int64_t ts = 0; ts < T * nslot; ts++) {
+    int64_t t = ts / nslot, j = ts % nslot, which = j < hq ? 0 : j < hq + hkv ? 1 : 2;
+    int64_t h = which == 0 ? j : which == 1 ? j - hq : j - hq - hkv;
+    const float *x = (const float *)ingot_tensor_data(a->in[which]) + t * a->iarg[1 + 2 * which] +
+                     h * a->iarg[2 + 2 * which];
+    float buf[256];
+    float *y = which == 0 ? qo + (t * hq + h) * D : buf;
+    norm_head(x, y, which < 2 ? w[which] : NULL, D, eps);
+    if (which < 2) rope_head(y, pos[t], inv, D, neox);
+    if (which > 0)
+      cache_put(ingot_tensor_data(a->out[which]), half, ((int64_t)pos[t] * hkv + h) * D, y, D);
+  }
+  return INGOT_OK;
 }
 
 static ingot_status k_attention_cached(ingot_op_args *a) {
@@ -122,4 +176,5 @@ void cpu_register_attention(ingot_backend *be) {
   be->kernels[INGOT_OP_ROPE] = k_rope;
   be->kernels[INGOT_OP_KV_CACHE_WRITE] = k_kv_cache_write;
   be->kernels[INGOT_OP_ATTENTION_CACHED] = k_attention_cached;
+  be->kernels[INGOT_OP_ROPE_KV_WRITE] = k_rope_kv_write;
 }

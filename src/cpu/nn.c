@@ -138,13 +138,14 @@ static ingot_status k_swiglu(ingot_op_args *a) {
   const ingot_tensor *g = a->in[0], *u = a->in[1];
   ingot_tensor *y = a->out[0];
   const ingot_dtype dt = g->dtype;
-  const int64_t n = ingot_numel(g);
+  const int64_t n = ingot_numel(y), cols = a->iarg[2], sg = a->iarg[0], su = a->iarg[1];
   const void *gp = tensor_ptr(g), *up = tensor_ptr(u);
   void *yp = tensor_ptr(y);
 #pragma omp parallel for schedule(static) if (n >= CPU_GRAIN)
   for (int64_t i = 0; i < n; i++) {
-    const float gv = ld_f(gp, dt, i);
-    st_f(yp, dt, i, gv / (1.0f + expf(-gv)) * ld_f(up, dt, i));
+    const int64_t r = i / cols, c = i % cols;
+    const float gv = ld_f(gp, dt, r * sg + c);
+    st_f(yp, dt, i, gv / (1.0f + expf(-gv)) * ld_f(up, dt, r * su + c));
   }
   return INGOT_OK;
 }

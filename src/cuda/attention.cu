@@ -7,24 +7,37 @@
 // - rope: one thread per rotated pair; angle pos * inv_freq in double.
 // - kv_cache_write: one thread per element; rows with pos outside [0, ctx)
 //   are skipped (a check would need a host round trip).
-// - attention_cached (flash-decoding): the cache capacity is cut into at most
+// - attention_cached (flash-decoding): a cache of at most kSingleRows rows is
+//   one chunk: block (head, row) runs an online softmax over 0..pos[t] and
+//   writes the output (one launch). A longer cache is cut into at most
 //   kMaxChunks chunks (multiples of kTile rows); block (chunk, head, row)
-//   runs an online softmax over its rows of 0..pos[t] and writes a partial
-//   (max, sum, acc[D]); blocks whose chunk starts past pos[t] exit. A combine
-//   kernel per (head, row) merges the valid partials. pos is clamped into
-//   [0, ctx).
+//   writes a partial (max, sum, acc[D]) of its rows of 0..pos[t]; blocks
+//   whose chunk starts past pos[t] exit; a combine kernel per (head, row)
+//   merges the valid partials. Scores: 8 lanes a cache row (4 rows a warp
+//   at a time). pos is clamped into [0, ctx).
+// - rope_kv_write: a warp per (row, head of q, k or v): norm, rope, write.
 #include <math.h>
 
 #include "cuda_common.cuh"
 
 namespace {
 
-const int kTile = 256;      // cache rows scored per pass of a block (shared scores)
-const int kMaxChunks = 64;  // partials per (row, head)
-const int kThreads = 128;   // 4 warps; each thread keeps 2 of the D <= 256 outputs
+const int kTile = 128;        // cache rows scored per pass of a block (shared scores)
+const int kSingleRows = 512;  // caches up to this long: one block per head, no combine
+const int kMaxChunks = 64;    // partials per (row, head)
+const int kThreads = 128;     // 4 warps; each thread keeps 2 of the D <= 256 outputs
 
 __device__ __forceinline__ int clamp_pos(int p, int ctx) {
   return p < 0 ? 0 : p >= ctx ? ctx - 1 : p;
+}
+
+__device__ __forceinline__ float warp_sum(float x) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+__device__ __forceinline__ float warp_max(float x) {
+  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
 }
 
 // ---- rope ----
@@ -92,15 +105,109 @@ ingot_status k_kv_cache_write(ingot_op_args *a) {
   return launch_status("kv_cache_write kernel");
 }
 
+// ---- rope_kv_write ----
+// One warp per (row t, slot j): slots are the Hq query heads, then the Hkv
+// key heads, then the Hkv value heads. The warp stages its head in shared
+// memory, RMS-norms it (q/k with weights; the products of rms_norm_kernel),
+// ropes it (q/k: rope_kernel's math) and writes it: q to out, k and v to the
+// caches at pos[t] (rows outside [0, ctx) skipped).
+const int kRkvWarps = 4;
+
+struct RkvParams {
+  const float *src[3];   // q, k, v
+  int64_t rs[3], hs[3];  // row and head strides (elements)
+  const int32_t *pos;
+  const double *inv;
+  const float *w[2];  // q_norm, k_norm or null
+  float *qo;
+  int T, Hq, Hkv, D, ctx;
+  float eps;
+  bool neox;
+};
+
+template <class C>
+__global__ void __launch_bounds__(kRkvWarps * 32)
+    rope_kv_kernel(RkvParams P, C *__restrict__ kc, C *__restrict__ vc) {
+  __shared__ float buf[kRkvWarps][256];
+  int lane = threadIdx.x & 31, wi = threadIdx.x >> 5, nslot = P.Hq + 2 * P.Hkv;
+  float *y = buf[wi];
+  for (int64_t g = (int64_t)blockIdx.x * kRkvWarps + wi; g < (int64_t)P.T * nslot;
+       g += (int64_t)gridDim.x * kRkvWarps) {
+    int t = (int)(g / nslot), j = (int)(g % nslot);
+    int which = j < P.Hq ? 0 : j < P.Hq + P.Hkv ? 1 : 2;
+    int h = which == 0 ? j : which == 1 ? j - P.Hq : j - P.Hq - P.Hkv;
+    const float *x = P.src[which] + t * P.rs[which] + h * P.hs[which];
+    const float *w = which < 2 ? P.w[which] : nullptr;
+    float ss = 0.f;
+    for (int i = lane; i < P.D; i += 32) {
+      float v = x[i];
+      y[i] = v;
+      ss = fmaf(v, v, ss);
+    }
+    if (w) {
+      float inv = 1.0f / sqrtf(warp_sum(ss) / (float)P.D + P.eps);
+      for (int i = lane; i < P.D; i += 32) y[i] = __fmul_rn(__fmul_rn(y[i], inv), w[i]);
+    }
+    __syncwarp();
+    int p = P.pos[t], half = P.D / 2;
+    bool in_cache = p >= 0 && p < P.ctx;
+    int64_t crow = ((int64_t)p * P.Hkv + h) * P.D;
+    if (which == 2) {
+      if (in_cache)
+        for (int i = lane; i < P.D; i += 32) vc[crow + i] = from_acc<C>(y[i]);
+    } else {
+      for (int i = lane; i < half; i += 32) {
+        double sd, cd;
+        sincos((double)p * P.inv[i], &sd, &cd);
+        float cf = (float)cd, sf = (float)sd;
+        int a = P.neox ? i : 2 * i, b = P.neox ? i + half : 2 * i + 1;
+        float x0 = y[a], x1 = y[b], y0 = x0 * cf - x1 * sf, y1 = x0 * sf + x1 * cf;
+        if (which == 0) {
+          float *o = P.qo + ((int64_t)t * P.Hq + h) * P.D;
+          o[a] = y0;
+          o[b] = y1;
+        } else if (in_cache) {
+          kc[crow + a] = from_acc<C>(y0);
+          kc[crow + b] = from_acc<C>(y1);
+        }
+      }
+    }
+    __syncwarp();  // y is reused by the warp's next slot
+  }
+}
+
+ingot_status k_rope_kv_write(ingot_op_args *a) {
+  ingot_status st = cuda_use_device_of(a->out[0]);
+  if (st) return st;
+  const int64_t *qs = ingot_shape(a->in[0]), *cs = ingot_shape(a->out[1]);
+  RkvParams P;
+  for (int i = 0; i < 3; i++) {
+    P.src[i] = (const float *)ingot_tensor_data(a->in[i]);
+    P.rs[i] = a->iarg[1 + 2 * i];
+    P.hs[i] = a->iarg[2 + 2 * i];
+  }
+  P.pos = (const int32_t *)ingot_tensor_data(a->in[3]);
+  P.inv = (const double *)ingot_tensor_data(a->in[4]);
+  P.w[0] = a->nin > 5 ? (const float *)ingot_tensor_data(a->in[5]) : nullptr;
+  P.w[1] = a->nin > 5 ? (const float *)ingot_tensor_data(a->in[6]) : nullptr;
+  P.qo = (float *)ingot_tensor_data(a->out[0]);
+  P.T = (int)qs[0], P.Hq = (int)qs[1], P.D = (int)qs[2], P.ctx = (int)cs[0], P.Hkv = (int)cs[1];
+  P.eps = (float)a->farg[0];
+  P.neox = a->iarg[0] != 0;
+  int64_t warps = qs[0] * (qs[1] + 2 * cs[1]);
+  if (warps == 0) return INGOT_OK;
+  int64_t blocks = (warps + kRkvWarps - 1) / kRkvWarps;
+  unsigned grid = (unsigned)(blocks < 65535 ? blocks : 65535);
+  cudaStream_t s = stream_of(a->out[0]);
+  void *kc = ingot_tensor_data(a->out[1]), *vc = ingot_tensor_data(a->out[2]);
+  if (ingot_dtype_of(a->out[1]) == INGOT_F16)
+    rope_kv_kernel<f16_t><<<grid, kRkvWarps * 32, 0, s>>>(P, (f16_t *)kc, (f16_t *)vc);
+  else
+    rope_kv_kernel<float><<<grid, kRkvWarps * 32, 0, s>>>(P, (float *)kc, (float *)vc);
+  return launch_status("rope_kv_write kernel");
+}
+
 // ---- attention_cached ----
-__device__ __forceinline__ float warp_sum(float x) {
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
-__device__ __forceinline__ float warp_max(float x) {
-  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-  return x;
-}
 
 // Block-wide reduction of one float per thread (kThreads threads).
 template <bool MAX>
@@ -117,8 +224,9 @@ __device__ float block_reduce(float x, float *red) {
 
 // Partial of block (chunk c, head h, row t): m = max score, l = sum of
 // exp(score - m), acc[d] = sum of exp(score - m) v[d] over the chunk's rows
-// <= pos[t]. part index = (t * Hq + h) * nchunks + c.
-template <class C>
+// <= pos[t]. part index = (t * Hq + h) * nchunks + c. FINAL (one chunk):
+// out[t, h, :] = acc / l instead.
+template <class C, bool FINAL>
 __global__ void __launch_bounds__(kThreads)
     attn_partial_kernel(const float *__restrict__ q, const C *__restrict__ kc,
                         const C *__restrict__ vc, const int32_t *__restrict__ pos,
@@ -136,17 +244,21 @@ __global__ void __launch_bounds__(kThreads)
   const float *qi = q + ((int64_t)t * Hq + h) * D;
   for (int i = threadIdx.x; i < D; i += kThreads) qs[i] = qi[i];
   __syncthreads();
-  int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  int lane = threadIdx.x & 31, w = threadIdx.x >> 5, sub = lane & 7;
   float m = -INFINITY, l = 0, acc0 = 0, acc1 = 0;
   int d0 = threadIdx.x, d1 = threadIdx.x + kThreads;
   for (int s0 = start; s0 < end; s0 += kTile) {
     int n = min(kTile, end - s0);
-    for (int j = w; j < n; j += kThreads / 32) {  // one warp per cache row
-      const C *kr = kc + ((int64_t)(s0 + j) * Hkv + kh) * D;
+    // 8 lanes a cache row, 4 rows a warp: independent loads in flight.
+    for (int jb = w * 4; jb < n; jb += kThreads / 8) {
+      int j = jb + (lane >> 3);
       float d = 0;
-      for (int i = lane; i < D; i += 32) d += qs[i] * to_acc(kr[i]);
-      d = warp_sum(d);
-      if (lane == 0) sc[j] = d * scale;
+      if (j < n) {
+        const C *kr = kc + ((int64_t)(s0 + j) * Hkv + kh) * D;
+        for (int i = sub; i < D; i += 8) d += qs[i] * to_acc(kr[i]);
+      }
+      for (int o = 4; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+      if (sub == 0 && j < n) sc[j] = d * scale;
     }
     __syncthreads();
     float tm = -INFINITY;
@@ -162,6 +274,7 @@ __global__ void __launch_bounds__(kThreads)
     l = l * corr + ts;
     acc0 *= corr;
     acc1 *= corr;
+#pragma unroll 4
     for (int j = 0; j < n; j++) {
       const C *vr = vc + ((int64_t)(s0 + j) * Hkv + kh) * D;
       float p = sc[j];
@@ -170,6 +283,12 @@ __global__ void __launch_bounds__(kThreads)
     }
     m = mn;
     __syncthreads();  // before the next tile overwrites sc
+  }
+  if (FINAL) {
+    float *o = part_acc + ((int64_t)t * Hq + h) * D;  // the output itself
+    if (d0 < D) o[d0] = acc0 / l;
+    if (d1 < D) o[d1] = acc1 / l;
+    return;
   }
   int64_t pi = ((int64_t)t * Hq + h) * nch + c;
   if (threadIdx.x == 0) {
@@ -212,26 +331,36 @@ ingot_status k_attention_cached(ingot_op_args *a) {
     return ingot_set_error(INGOT_ERR_UNSUPPORTED,
                            "attention_cached: more than 65535 rows or heads on cuda");
   int tiles = (ctx + kTile - 1) / kTile;
-  int chunk = kTile * ((tiles + kMaxChunks - 1) / kMaxChunks);
+  int chunk = ctx <= kSingleRows ? ctx : kTile * ((tiles + kMaxChunks - 1) / kMaxChunks);
   int nch = (ctx + chunk - 1) / chunk;
   int dev = ingot_device_of(out).index;
   cudaStream_t s = stream_of(out);
+  const float *q = (const float *)ingot_tensor_data(a->in[0]);
+  const int32_t *pos = (const int32_t *)ingot_tensor_data(a->in[3]);
+  const void *kc = ingot_tensor_data(a->in[1]), *vc = ingot_tensor_data(a->in[2]);
+  bool half = ingot_dtype_of(a->in[1]) == INGOT_F16;
+  float scale = (float)a->farg[0];
+  dim3 grid((unsigned)nch, (unsigned)Hq, (unsigned)T);
+  if (nch == 1) {  // one block per (head, row) covers the cache: no partials
+    float *o = (float *)ingot_tensor_data(out);
+    if (half)
+      attn_partial_kernel<f16_t, true><<<grid, kThreads, 0, s>>>(
+          q, (const f16_t *)kc, (const f16_t *)vc, pos, nullptr, o, Hq, Hkv, D, ctx, chunk, scale);
+    else
+      attn_partial_kernel<float, true><<<grid, kThreads, 0, s>>>(
+          q, (const float *)kc, (const float *)vc, pos, nullptr, o, Hq, Hkv, D, ctx, chunk, scale);
+    return launch_status("attention_cached kernel");
+  }
   size_t nparts = (size_t)T * (size_t)Hq * (size_t)nch;
   float *scratch = (float *)cuda_scratch_alloc(dev, nparts * (size_t)(D + 2) * sizeof(float), s);
   if (!scratch) return ingot_last_status();
   float *ml = scratch, *acc = scratch + 2 * nparts;
-  const float *q = (const float *)ingot_tensor_data(a->in[0]);
-  const int32_t *pos = (const int32_t *)ingot_tensor_data(a->in[3]);
-  float scale = (float)a->farg[0];
-  dim3 grid((unsigned)nch, (unsigned)Hq, (unsigned)T);
-  if (ingot_dtype_of(a->in[1]) == INGOT_F16)
-    attn_partial_kernel<f16_t><<<grid, kThreads, 0, s>>>(
-        q, (const f16_t *)ingot_tensor_data(a->in[1]), (const f16_t *)ingot_tensor_data(a->in[2]),
-        pos, ml, acc, Hq, Hkv, D, ctx, chunk, scale);
+  if (half)
+    attn_partial_kernel<f16_t, false><<<grid, kThreads, 0, s>>>(
+        q, (const f16_t *)kc, (const f16_t *)vc, pos, ml, acc, Hq, Hkv, D, ctx, chunk, scale);
   else
-    attn_partial_kernel<float><<<grid, kThreads, 0, s>>>(
-        q, (const float *)ingot_tensor_data(a->in[1]), (const float *)ingot_tensor_data(a->in[2]),
-        pos, ml, acc, Hq, Hkv, D, ctx, chunk, scale);
+    attn_partial_kernel<float, false><<<grid, kThreads, 0, s>>>(
+        q, (const float *)kc, (const float *)vc, pos, ml, acc, Hq, Hkv, D, ctx, chunk, scale);
   st = launch_status("attention_cached partial kernel");
   if (!st) {
     attn_combine_kernel<<<dim3((unsigned)Hq, (unsigned)T), (unsigned)((D + 31) / 32 * 32), 0, s>>>(
@@ -248,4 +377,5 @@ extern "C" void cuda_register_attention(ingot_backend *be) {
   be->kernels[INGOT_OP_ROPE] = k_rope;
   be->kernels[INGOT_OP_KV_CACHE_WRITE] = k_kv_cache_write;
   be->kernels[INGOT_OP_ATTENTION_CACHED] = k_attention_cached;
+  be->kernels[INGOT_OP_ROPE_KV_WRITE] = k_rope_kv_write;
 }

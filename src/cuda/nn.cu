@@ -6,8 +6,9 @@
 //   (per-thread partials, warp shuffles, one shared-memory step), then a
 //   second pass over the row (it is in L1/L2) writing (x * inv) * w rounded
 //   once to x's dtype, exactly the CPU's two products.
-// - swiglu: 16-byte vectors (4 f32 or 8 bf16/f16) when the three pointers
-//   are 16-byte aligned, scalar tail; f32 math, one rounding.
+// - swiglu: rows of n with their own gate/up row strides (views of a fused
+//   gate|up product); 16-byte vectors (4 f32 or 8 bf16/f16) when every row
+//   start is 16-byte aligned, scalar tail; f32 math, one rounding.
 // No host sync; launched on the output's current stream (graph-capturable).
 #include <stdint.h>
 
@@ -55,21 +56,23 @@ __device__ __forceinline__ T swiglu1(T g, T u) {
 
 template <class T>
 __global__ void swiglu_kernel(const T *__restrict__ g, const T *__restrict__ u, T *__restrict__ y,
-                              int64_t n, bool vec) {
+                              int64_t rows, int64_t n, int64_t sg, int64_t su, bool vec) {
   constexpr int V = 16 / sizeof(T);
-  const int64_t nv = vec ? n / V : 0;
-  CUDA_GRID_STRIDE(i, nv) {
-    uint4 gq = reinterpret_cast<const uint4 *>(g)[i], uq = reinterpret_cast<const uint4 *>(u)[i];
+  const int64_t nvr = vec ? n / V : 0, tail = n - nvr * V;
+  CUDA_GRID_STRIDE(i, rows * nvr) {
+    const int64_t r = i / nvr, c = (i - r * nvr) * V;
+    uint4 gq = *reinterpret_cast<const uint4 *>(g + r * sg + c);
+    uint4 uq = *reinterpret_cast<const uint4 *>(u + r * su + c);
     uint4 yq;
     const T *ga = reinterpret_cast<const T *>(&gq), *ua = reinterpret_cast<const T *>(&uq);
     T *ya = reinterpret_cast<T *>(&yq);
 #pragma unroll
     for (int j = 0; j < V; j++) ya[j] = swiglu1(ga[j], ua[j]);
-    reinterpret_cast<uint4 *>(y)[i] = yq;
+    *reinterpret_cast<uint4 *>(y + r * n + c) = yq;
   }
-  CUDA_GRID_STRIDE(i, n - nv * V) {
-    const int64_t e = nv * V + i;
-    y[e] = swiglu1(g[e], u[e]);
+  CUDA_GRID_STRIDE(i, rows * tail) {
+    const int64_t r = i / tail, c = nvr * V + (i - r * tail);
+    y[r * n + c] = swiglu1(g[r * sg + c], u[r * su + c]);
   }
 }
 
@@ -111,30 +114,33 @@ ingot_status k_rms_norm(ingot_op_args *a) {
 }
 
 template <class T>
-void launch_swiglu(ingot_tensor *g, ingot_tensor *u, ingot_tensor *y, cudaStream_t s) {
-  const int64_t n = ingot_numel(y);
-  const T *gp = static_cast<const T *>(ingot_tensor_data(g));
-  const T *up = static_cast<const T *>(ingot_tensor_data(u));
-  T *yp = static_cast<T *>(ingot_tensor_data(y));
-  const bool vec = ((uintptr_t)gp | (uintptr_t)up | (uintptr_t)yp) % 16 == 0;
-  const int64_t work = vec ? n / (16 / (int64_t)sizeof(T)) + 16 : n;
-  swiglu_kernel<T><<<grid_for(work, 256), 256, 0, s>>>(gp, up, yp, n, vec);
+void launch_swiglu(const ingot_op_args *a, cudaStream_t s) {
+  const int64_t n = a->iarg[2], rows = ingot_numel(a->out[0]) / n, sg = a->iarg[0], su = a->iarg[1];
+  const T *gp = static_cast<const T *>(ingot_tensor_data(a->in[0]));
+  const T *up = static_cast<const T *>(ingot_tensor_data(a->in[1]));
+  T *yp = static_cast<T *>(ingot_tensor_data(a->out[0]));
+  constexpr int64_t V = 16 / sizeof(T);
+  const bool vec = ((uintptr_t)gp | (uintptr_t)up | (uintptr_t)yp) % 16 == 0 &&
+                   (rows == 1 || (n % V == 0 && sg % V == 0 && su % V == 0));
+  const int64_t work = vec ? rows * (n / V) + rows * (n % V) : rows * n;
+  swiglu_kernel<T><<<grid_for(work, 256), 256, 0, s>>>(gp, up, yp, rows, n, sg, su, vec);
 }
 
 ingot_status k_swiglu(ingot_op_args *a) {
-  ingot_tensor *g = a->in[0], *u = a->in[1], *y = a->out[0];
+  ingot_tensor *y = a->out[0];
   ingot_status st = cuda_use_device_of(y);
   if (st) return st;
+  if (ingot_numel(y) == 0) return INGOT_OK;
   cudaStream_t s = stream_of(y);
   switch (ingot_dtype_of(y)) {
     case INGOT_F32:
-      launch_swiglu<float>(g, u, y, s);
+      launch_swiglu<float>(a, s);
       break;
     case INGOT_BF16:
-      launch_swiglu<bf16_t>(g, u, y, s);
+      launch_swiglu<bf16_t>(a, s);
       break;
     case INGOT_F16:
-      launch_swiglu<f16_t>(g, u, y, s);
+      launch_swiglu<f16_t>(a, s);
       break;
     default:
       return ingot_set_error(INGOT_ERR_DTYPE, "swiglu: unsupported dtype");

@@ -1,14 +1,22 @@
 // CUDA kernel of sample_tokens (front: src/core/ops_sample.c; reference:
-// ingot_sample in src/model/sample.c, which the CPU kernel calls). One block
-// of 1024 threads does the whole step so a decode step needs no host round
-// trip: copy the logits with the repetition penalty applied (each distinct
-// ring token once), then
-// - greedy: argmax (first NaN, else the first maximum: the CPU's rule);
-// - else: logits / temperature (NaN -> -inf), the top-k candidates by radix
-//   select on order-preserving keys (ties at the threshold: lowest ids, as the
-//   CPU's total order), a bitonic sort by (logit desc, id asc), softmax in
-//   double and the top-p cut summed serially in the CPU's order, and the
-//   same Philox draw (seed, step).
+// ingot_sample in src/model/sample.c, which the CPU kernel calls). One launch
+// does the whole step so a decode step needs no host round trip.
+// - V <= kSlice (or top-p over the whole vocabulary): one block of 1024
+//   threads copies the logits with the repetition penalty applied (each
+//   distinct ring token once) and samples from the copy.
+// - V > kSlice: block b takes logits [b * kSlice, (b + 1) * kSlice) into
+//   shared memory with the penalty of its ring tokens, and writes its
+//   candidates (greedy: its argmax; else its top-k) to scratch; then
+//   __threadfence and an arrival ticket (a counter zeroed by a memset node
+//   before the launch): the last block to arrive merges the candidates and
+//   draws. Blocks own ascending id ranges, so "lowest id first" ties survive
+//   the merge (candidates are laid out in id order of equal keys).
+// Drawing: greedy is the argmax (first NaN, else the first maximum: the CPU's
+// rule); else logits / temperature (NaN -> -inf), the top-k candidates by
+// radix select on order-preserving keys (ties at the threshold: lowest ids,
+// as the CPU's total order), a bitonic sort by (logit desc, id asc), softmax
+// in double and the top-p cut summed serially in the CPU's order, and the
+// same Philox draw (seed, step).
 // Finally the token is written, hist[step % W] = token and step += 1.
 // Sampling with temperature handles at most kMaxCand candidates (top_k, or
 // V when top_k is off).
@@ -22,6 +30,7 @@ namespace {
 
 const int kThreads = 1024;
 const int kMaxCand = 1024;  // = kThreads: one sort element per thread
+const int kSlice = 4096;    // logits a block takes in the many-block path
 
 // The CPU argmax rule: a beats b if it is NaN and b is not, or both are
 // numbers and a > b, or they tie (both NaN or equal) and a comes first.
@@ -43,181 +52,275 @@ __device__ __forceinline__ uint32_t order_key(float l) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-__device__ __forceinline__ float cand_logit(const float *work, int64_t i, float temp) {
-  float l = work[i] / temp;
+__device__ __forceinline__ float cand_logit(float w, float temp) {
+  float l = w / temp;
   if (isnan(l)) return -INFINITY;
   return l == 0.f ? 0.f : l;
 }
 
 struct Params {
   const float *logits;
-  float *work;  // [V] penalised logits
+  float *work;    // single block: [V] penalised logits
+  float *cand_l;  // many blocks: per block, its argmax or kb candidates
+  int *cand_i;
+  unsigned *ticket;  // many blocks: arrivals (zeroed before the launch)
   int64_t *step;
   int32_t *hist;  // may be NULL
   int32_t *out;
-  int V, W, top_k;
+  int V, W, top_k, kb;
   float temp, top_p, penalty;
   uint64_t seed;
 };
 
-__global__ void __launch_bounds__(kThreads) sample_kernel(Params P) {
-  typedef cub::BlockScan<int, kThreads> Scan;
-  __shared__ typename Scan::TempStorage scan_tmp;
-  __shared__ float cl[kMaxCand];
-  __shared__ int ci[kMaxCand];
-  __shared__ double cp[kMaxCand];
-  __shared__ unsigned bins[256];
-  __shared__ uint32_t s_prefix, s_mask;
-  __shared__ int s_remaining, s_ngt, s_token;
-  const int tid = threadIdx.x, V = P.V;
-  float *work = P.work;
-  for (int i = tid; i < V; i += kThreads) work[i] = P.logits[i];
+// Penalised logits, raw: element i of the range the block holds.
+struct RawSrc {
+  const float *v;
+  int base;
+  float temp;
+  __device__ float raw(int i) const { return v[i]; }
+  __device__ float logit(int i) const { return cand_logit(v[i], temp); }
+  __device__ int id(int i) const { return base + i; }
+};
+// Candidates of the blocks (logits already divided by the temperature).
+struct CandSrc {
+  const float *l;
+  const int *ids;
+  __device__ float raw(int i) const { return l[i]; }
+  __device__ float logit(int i) const { return l[i]; }
+  __device__ int id(int i) const { return ids[i]; }
+};
+
+struct Shared {
+  cub::BlockScan<int, kThreads>::TempStorage scan;
+  float cl[kMaxCand];
+  int ci[kMaxCand];
+  double cp[kMaxCand];
+  unsigned bins[256];
+  uint32_t prefix, mask;
+  int remaining, ngt, token, last;
+};
+
+// v[i - lo] (i in [lo, lo + n)) with the repetition penalty of the ring's
+// tokens in that range, each distinct token once (its first ring slot).
+__device__ void penalise(const Params &P, float *v, int lo, int n) {
+  if (!P.hist || P.penalty == 1.f || !(P.penalty > 0)) return;
+  for (int i = threadIdx.x; i < P.W; i += kThreads) {
+    int t = P.hist[i];
+    if (t < lo || t >= lo + n || t >= P.V) continue;
+    bool seen = false;
+    for (int j = 0; j < i && !seen; j++) seen = P.hist[j] == t;
+    if (!seen) v[t - lo] = v[t - lo] > 0 ? v[t - lo] / P.penalty : v[t - lo] * P.penalty;
+  }
+}
+
+// The block's argmax of src[0, n) (by raw value) into sh.cl[0], sh.ci[0] (an id).
+template <class Src>
+__device__ void block_argmax(const Src &src, int n, Shared &sh) {
+  const int tid = threadIdx.x;
+  float best = NAN;
+  int bi = 0x7fffffff;
+  for (int i = tid; i < n; i += kThreads) {
+    float x = src.raw(i);
+    int id = src.id(i);
+    if (bi == 0x7fffffff || argmax_better(x, id, best, bi)) best = x, bi = id;
+  }
+  sh.cl[tid] = best;
+  sh.ci[tid] = bi;
   __syncthreads();
-  if (P.hist && P.penalty != 1.f && P.penalty > 0) {
-    for (int i = tid; i < P.W; i += kThreads) {
-      int t = P.hist[i];
-      if (t < 0 || t >= V) continue;
-      bool seen = false;  // the first occurrence in the ring applies it, once
-      for (int j = 0; j < i && !seen; j++) seen = P.hist[j] == t;
-      if (!seen) work[t] = work[t] > 0 ? work[t] / P.penalty : work[t] * P.penalty;
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (tid < s && sh.ci[tid + s] != 0x7fffffff &&
+        (sh.ci[tid] == 0x7fffffff ||
+         argmax_better(sh.cl[tid + s], sh.ci[tid + s], sh.cl[tid], sh.ci[tid])))
+      sh.cl[tid] = sh.cl[tid + s], sh.ci[tid] = sh.ci[tid + s];
+    __syncthreads();
+  }
+}
+
+// The K (<= kMaxCand) best of src[0, n) into sh.cl/sh.ci[0, min(K, n)) (keys
+// above the K-th, then the first ones equal to it, in src order), the rest of
+// the kMaxCand slots padding that sorts last.
+template <class Src>
+__device__ void select_top(const Src &src, int n, int K, Shared &sh) {
+  const int tid = threadIdx.x;
+  // Each thread owns a contiguous range, so ranks follow src order.
+  int per = (n + kThreads - 1) / kThreads, lo = min(tid * per, n), hi = min(lo + per, n);
+  bool all = K >= n;
+  if (tid == 0) sh.prefix = 0, sh.mask = 0, sh.remaining = all ? n : K;
+  __syncthreads();
+  if (!all) {  // radix select of the K-th largest key
+    for (int shift = 24; shift >= 0; shift -= 8) {
+      for (int b = tid; b < 256; b += kThreads) sh.bins[b] = 0;
+      __syncthreads();
+      uint32_t prefix = sh.prefix, mask = sh.mask;
+      for (int i = lo; i < hi; i++) {
+        uint32_t k = order_key(src.logit(i));
+        if ((k & mask) == prefix) atomicAdd(&sh.bins[(k >> shift) & 255u], 1u);
+      }
+      __syncthreads();
+      if (tid == 0) {
+        int rem = sh.remaining, above = 0, b = 255;
+        for (; b > 0 && above + (int)sh.bins[b] < rem; b--) above += (int)sh.bins[b];
+        sh.remaining = rem - above;
+        sh.prefix = prefix | ((uint32_t)b << shift);
+        sh.mask = mask | (255u << shift);
+      }
+      __syncthreads();
+    }
+  }
+  // Candidates: every key above the threshold, then the first remaining
+  // ones equal to it (everything when K >= n).
+  uint32_t thr = sh.prefix;
+  int n_gt = 0, n_eq = 0;
+  for (int i = lo; i < hi; i++) {
+    uint32_t k = order_key(src.logit(i));
+    if (all)
+      n_eq++;
+    else if (k > thr)
+      n_gt++;
+    else if (k == thr)
+      n_eq++;
+  }
+  int gt_off, eq_off;
+  typedef cub::BlockScan<int, kThreads> Scan;
+  Scan(sh.scan).ExclusiveSum(n_gt, gt_off);
+  __syncthreads();
+  Scan(sh.scan).ExclusiveSum(n_eq, eq_off);
+  if (tid == kThreads - 1) sh.ngt = gt_off + n_gt;
+  sh.cl[tid] = -INFINITY;
+  sh.ci[tid] = 0x7fffffff;  // padding sorts last
+  __syncthreads();
+  int take_eq = sh.remaining, ngt = all ? 0 : sh.ngt;
+  for (int i = lo; i < hi; i++) {
+    float l = src.logit(i);
+    uint32_t k = order_key(l);
+    if (!all && k > thr) {
+      sh.cl[gt_off] = l, sh.ci[gt_off] = src.id(i), gt_off++;
+    } else if (all || k == thr) {
+      if (eq_off < take_eq) sh.cl[ngt + eq_off] = l, sh.ci[ngt + eq_off] = src.id(i);
+      eq_off++;
     }
   }
   __syncthreads();
+}
 
-  if (!(P.temp > 0)) {  // greedy
-    float best = work[0];
-    int bi = 0;
-    for (int i = tid; i < V; i += kThreads)
-      if (argmax_better(work[i], i, best, bi)) best = work[i], bi = i;
-    cl[tid] = best;
-    ci[tid] = bi;
-    __syncthreads();
-    for (int s = kThreads / 2; s > 0; s >>= 1) {
-      if (tid < s && argmax_better(cl[tid + s], ci[tid + s], cl[tid], ci[tid]))
-        cl[tid] = cl[tid + s], ci[tid] = ci[tid + s];
+// Sort sh's candidates, cut, draw: the token into sh.token.
+__device__ void sort_and_draw(const Params &P, int K, Shared &sh) {
+  const int tid = threadIdx.x;
+  for (int k = 2; k <= kMaxCand; k <<= 1) {  // bitonic sort, one entry per thread
+    for (int j = k >> 1; j > 0; j >>= 1) {
+      int ixj = tid ^ j;
+      if (ixj > tid) {
+        bool up = (tid & k) == 0;
+        bool swap = up ? cand_before(sh.cl[ixj], sh.ci[ixj], sh.cl[tid], sh.ci[tid])
+                       : cand_before(sh.cl[tid], sh.ci[tid], sh.cl[ixj], sh.ci[ixj]);
+        if (swap) {
+          float tl = sh.cl[tid];
+          int ti = sh.ci[tid];
+          sh.cl[tid] = sh.cl[ixj], sh.ci[tid] = sh.ci[ixj];
+          sh.cl[ixj] = tl, sh.ci[ixj] = ti;
+        }
+      }
       __syncthreads();
     }
-    if (tid == 0) s_token = ci[0];
-  } else {
-    int K = P.top_k > 0 && P.top_k < V ? P.top_k : V;
-    // Each thread owns a contiguous id range, so ranks follow id order.
-    int per = (V + kThreads - 1) / kThreads, lo = min(tid * per, V), hi = min(lo + per, V);
-    if (tid == 0) {
-      s_prefix = 0, s_mask = 0, s_remaining = K;
-    }
-    __syncthreads();
-    if (K < V) {  // radix select of the K-th largest key
-      for (int shift = 24; shift >= 0; shift -= 8) {
-        for (int b = tid; b < 256; b += kThreads) bins[b] = 0;
-        __syncthreads();
-        uint32_t prefix = s_prefix, mask = s_mask;
-        for (int i = lo; i < hi; i++) {
-          uint32_t k = order_key(cand_logit(work, i, P.temp));
-          if ((k & mask) == prefix) atomicAdd(&bins[(k >> shift) & 255u], 1u);
-        }
-        __syncthreads();
-        if (tid == 0) {
-          int rem = s_remaining, above = 0, b = 255;
-          for (; b > 0 && above + (int)bins[b] < rem; b--) above += (int)bins[b];
-          s_remaining = rem - above;
-          s_prefix = prefix | ((uint32_t)b << shift);
-          s_mask = mask | (255u << shift);
-        }
-        __syncthreads();
-      }
-    }
-    // Candidates: every key above the threshold, then the first s_remaining
-    // ids equal to it (all ids when K == V).
-    uint32_t thr = s_prefix;
-    bool all = K >= V;
-    int n_gt = 0, n_eq = 0;
-    for (int i = lo; i < hi; i++) {
-      uint32_t k = order_key(cand_logit(work, i, P.temp));
-      if (all)
-        n_eq++;
-      else if (k > thr)
-        n_gt++;
-      else if (k == thr)
-        n_eq++;
-    }
-    int gt_off, eq_off;
-    Scan(scan_tmp).ExclusiveSum(n_gt, gt_off);
-    __syncthreads();
-    Scan(scan_tmp).ExclusiveSum(n_eq, eq_off);
-    if (tid == kThreads - 1) s_ngt = gt_off + n_gt;
-    __syncthreads();
-    int take_eq = all ? K : s_remaining, ngt = all ? 0 : s_ngt;
-    cl[tid] = -INFINITY;
-    ci[tid] = 0x7fffffff;  // padding sorts last
-    __syncthreads();
-    for (int i = lo; i < hi; i++) {
-      float l = cand_logit(work, i, P.temp);
-      uint32_t k = order_key(l);
-      if (!all && k > thr) {
-        cl[gt_off] = l, ci[gt_off] = i, gt_off++;
-      } else if (all || k == thr) {
-        if (eq_off < take_eq) cl[ngt + eq_off] = l, ci[ngt + eq_off] = i;
-        eq_off++;
-      }
-    }
-    __syncthreads();
-    // Bitonic sort of kMaxCand entries, one per thread.
-    for (int k = 2; k <= kMaxCand; k <<= 1) {
-      for (int j = k >> 1; j > 0; j >>= 1) {
-        int ixj = tid ^ j;
-        if (ixj > tid) {
-          bool up = (tid & k) == 0;
-          bool swap = up ? cand_before(cl[ixj], ci[ixj], cl[tid], ci[tid])
-                         : cand_before(cl[tid], ci[tid], cl[ixj], ci[ixj]);
-          if (swap) {
-            float tl = cl[tid];
-            int ti = ci[tid];
-            cl[tid] = cl[ixj], ci[tid] = ci[ixj];
-            cl[ixj] = tl, ci[ixj] = ti;
-          }
-        }
-        __syncthreads();
-      }
-    }
-    if (tid < K) cp[tid] = exp((double)cl[tid] - (double)cl[0]);
-    __syncthreads();
-    if (tid == 0) {  // serial sums in the CPU's order
-      int n = K;
-      double sum = 0;
-      for (int i = 0; i < n; i++) sum += cp[i];
-      if (P.top_p > 0 && P.top_p < 1) {
-        double cum = 0;
-        for (int i = 0; i < n; i++) {
-          cum += cp[i] / sum;
-          if (cum >= P.top_p) {
-            n = i + 1;
-            break;
-          }
-        }
-        sum = 0;
-        for (int i = 0; i < n; i++) sum += cp[i];
-      }
-      philox4 b = philox4x32_10(P.seed, (uint64_t)*P.step);
-      double u = (double)(((uint64_t)b.v[0] << 21) ^ (b.v[1] >> 11)) * 0x1p-53 * sum;
-      int tok = ci[n - 1];
+  }
+  if (tid < K) sh.cp[tid] = exp((double)sh.cl[tid] - (double)sh.cl[0]);
+  __syncthreads();
+  if (tid == 0) {  // serial sums in the CPU's order
+    int n = K;
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += sh.cp[i];
+    if (P.top_p > 0 && P.top_p < 1) {
       double cum = 0;
       for (int i = 0; i < n; i++) {
-        cum += cp[i];
-        if (u < cum) {
-          tok = ci[i];
+        cum += sh.cp[i] / sum;
+        if (cum >= P.top_p) {
+          n = i + 1;
           break;
         }
       }
-      s_token = tok;
+      sum = 0;
+      for (int i = 0; i < n; i++) sum += sh.cp[i];
     }
+    philox4 b = philox4x32_10(P.seed, (uint64_t)*P.step);
+    double u = (double)(((uint64_t)b.v[0] << 21) ^ (b.v[1] >> 11)) * 0x1p-53 * sum;
+    int tok = sh.ci[n - 1];
+    double cum = 0;
+    for (int i = 0; i < n; i++) {
+      cum += sh.cp[i];
+      if (u < cum) {
+        tok = sh.ci[i];
+        break;
+      }
+    }
+    sh.token = tok;
   }
   __syncthreads();
-  if (tid == 0) {
+}
+
+__device__ void finish(const Params &P, int token) {
+  if (threadIdx.x == 0) {
     int64_t st = *P.step;
-    *P.out = s_token;
-    if (P.hist) P.hist[(uint64_t)st % (uint64_t)P.W] = s_token;
+    *P.out = token;
+    if (P.hist) P.hist[(uint64_t)st % (uint64_t)P.W] = token;
     *P.step = st + 1;
   }
+}
+
+__device__ int top_k_of(const Params &P) { return P.top_k > 0 && P.top_k < P.V ? P.top_k : P.V; }
+
+__global__ void __launch_bounds__(kThreads) sample_kernel(Params P) {
+  __shared__ Shared sh;
+  const int V = P.V;
+  for (int i = threadIdx.x; i < V; i += kThreads) P.work[i] = P.logits[i];
+  __syncthreads();
+  penalise(P, P.work, 0, V);
+  __syncthreads();
+  RawSrc src{P.work, 0, P.temp};
+  if (!(P.temp > 0)) {
+    block_argmax(src, V, sh);
+    finish(P, sh.ci[0]);
+    return;
+  }
+  int K = top_k_of(P);
+  select_top(src, V, K, sh);
+  sort_and_draw(P, K, sh);
+  finish(P, sh.token);
+}
+
+__global__ void __launch_bounds__(kThreads) sample_many_kernel(Params P) {
+  __shared__ Shared sh;
+  __shared__ float sl[kSlice];
+  const int b = blockIdx.x, nb = gridDim.x, lo = b * kSlice, n = min(kSlice, P.V - lo);
+  for (int i = threadIdx.x; i < n; i += kThreads) sl[i] = P.logits[lo + i];
+  __syncthreads();
+  penalise(P, sl, lo, n);
+  __syncthreads();
+  RawSrc src{sl, lo, P.temp};
+  bool greedy = !(P.temp > 0);
+  int K = top_k_of(P);
+  if (greedy) {
+    block_argmax(src, n, sh);
+    if (threadIdx.x == 0) P.cand_l[b] = sh.cl[0], P.cand_i[b] = sh.ci[0];
+  } else {
+    select_top(src, n, K, sh);  // P.kb = min(K, kSlice) slots; padding past n
+    for (int i = threadIdx.x; i < P.kb; i += kThreads)
+      P.cand_l[(int64_t)b * P.kb + i] = sh.cl[i], P.cand_i[(int64_t)b * P.kb + i] = sh.ci[i];
+  }
+  __threadfence();  // this block's candidates are visible before its arrival counts
+  __syncthreads();
+  if (threadIdx.x == 0) sh.last = atomicAdd(P.ticket, 1u) == (unsigned)(nb - 1);
+  __syncthreads();
+  if (!sh.last) return;  // block-uniform
+  __threadfence();       // the other blocks' candidates (fenced before their arrival)
+  CandSrc cs{P.cand_l, P.cand_i};
+  if (greedy) {
+    block_argmax(cs, nb, sh);
+    finish(P, sh.ci[0]);
+    return;
+  }
+  select_top(cs, nb * P.kb, K, sh);
+  sort_and_draw(P, K, sh);
+  finish(P, sh.token);
 }
 
 ingot_status k_sample_tokens(ingot_op_args *a) {
@@ -242,13 +345,34 @@ ingot_status k_sample_tokens(ingot_op_args *a) {
   P.hist = a->nin > 2 ? (int32_t *)ingot_tensor_data(a->in[2]) : nullptr;
   P.W = P.hist ? (int)ingot_numel(a->in[2]) : 0;
   P.out = (int32_t *)ingot_tensor_data(out);
+  P.work = P.cand_l = nullptr;
+  P.kb = 0;
+  P.cand_i = nullptr;
+  P.ticket = nullptr;
   int dev = ingot_device_of(out).index;
   cudaStream_t s = stream_of(out);
-  P.work = (float *)cuda_scratch_alloc(dev, (size_t)P.V * sizeof(float), s);
-  if (!P.work) return ingot_last_status();
-  sample_kernel<<<1, kThreads, 0, s>>>(P);
-  st = launch_status("sample_tokens kernel");
-  cuda_scratch_free(dev, P.work, s);
+  int nb = (P.V + kSlice - 1) / kSlice;
+  if (nb == 1) {
+    P.work = (float *)cuda_scratch_alloc(dev, (size_t)P.V * sizeof(float), s);
+    if (!P.work) return ingot_last_status();
+    sample_kernel<<<1, kThreads, 0, s>>>(P);
+    st = launch_status("sample_tokens kernel");
+    cuda_scratch_free(dev, P.work, s);
+    return st;
+  }
+  P.kb = P.temp > 0 ? K : 1;  // K <= kMaxCand < kSlice
+  size_t ncand = (size_t)nb * (size_t)P.kb;
+  char *scratch = (char *)cuda_scratch_alloc(dev, 256 + ncand * (sizeof(float) + sizeof(int)), s);
+  if (!scratch) return ingot_last_status();
+  P.ticket = (unsigned *)scratch;
+  P.cand_l = (float *)(scratch + 256);
+  P.cand_i = (int *)(P.cand_l + ncand);
+  st = cuda_check(cudaMemsetAsync(P.ticket, 0, sizeof(unsigned), s), "cudaMemsetAsync");
+  if (!st) {
+    sample_many_kernel<<<nb, kThreads, 0, s>>>(P);
+    st = launch_status("sample_tokens kernel");
+  }
+  cuda_scratch_free(dev, scratch, s);
   return st;
 }
 

@@ -171,6 +171,14 @@ static void rt_host_free(void *p) {
   if (cudaFreeHost(p) != cudaSuccess) cudaGetLastError();
 }
 
+static ingot_status rt_copy_to_host_async(int index, void *dst, const void *src, size_t n) {
+  ingot_status st = set_dev(index);
+  return st ? st
+            : cuda_check(
+                  cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, cuda_current_stream(index)),
+                  "cudaMemcpyAsync");
+}
+
 const ingot_runtime_ops cuda_runtime_ops = {
     .stream_create = rt_stream_create,
     .stream_destroy = rt_stream_destroy,
@@ -195,4 +203,5 @@ const ingot_runtime_ops cuda_runtime_ops = {
     .graph_end = cuda_graph_end,
     .graph_replay = cuda_graph_replay,
     .graph_destroy = cuda_graph_destroy,
+    .copy_to_host_async = rt_copy_to_host_async,
 };

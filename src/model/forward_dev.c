@@ -1,8 +1,12 @@
 /* The llama/qwen3/qwen3_moe forward over Ingot tensors (forward_dev.h): the same
  * network as llama.c's raw-pointer CPU path, written with ops only
- * (qget_rows, rms_norm, qmatmul, rope, kv_cache_write, attention_cached,
- * swiglu, add; sparse MLPs: forward_moe.c) so it runs on any backend. Positions live in device
- * tensors, so the decode step replays from a captured graph. */
+ * (qget_rows, rms_norm, qmatmul, rope_kv_write, attention_cached, swiglu,
+ * add; sparse MLPs: forward_moe.c) so it runs on any backend. Positions live
+ * in device tensors, so the decode step replays from a captured graph.
+ * Few launches a layer: q|k|v and gate|up are one product each (weights
+ * stacked at load), q/k/v and gate/up are views of it, rope + the cache
+ * write are one op, and every linear goes through dev_linear_ex (norm in,
+ * residual out). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +44,35 @@ bool dev_weight_upload(const qweight *w, ingot_device dev, dev_weight *out) {
 
 static ingot_tensor *upload_f32(const float *v, int64_t n, ingot_device dev) {
   return v ? ingot_from_host(v, 1, (int64_t[]){n}, INGOT_F32, dev) : NULL;
+}
+
+/* w[0..n) stacked by rows into one weight on dev (one product instead of n)
+ * when they share a ggml type and cols; false with nothing set otherwise
+ * (the caller uploads them one by one) or on failure (error set). */
+static bool upload_stacked(const qweight *const *w, int n, ingot_device dev, dev_weight *out,
+                           bool *failed) {
+  *failed = false;
+  int64_t rows = 0;
+  for (int i = 0; i < n; i++) {
+    if (w[i]->type != w[0]->type || w[i]->cols != w[0]->cols || w[i]->f8) return false;
+    rows += w[i]->rows;
+  }
+  size_t rb = w[0]->row_bytes;
+  char *buf = malloc((size_t)rows * rb);
+  if (!buf) {
+    ingot_fail(INGOT_ERR_OOM, "model: out of memory");
+    *failed = true;
+    return false;
+  }
+  for (int i = 0, r = 0; i < n; r += (int)w[i]->rows, i++)
+    memcpy(buf + (size_t)r * rb, w[i]->data, (size_t)w[i]->rows * rb);
+  qweight all = *w[0];
+  all.data = buf;
+  all.rows = rows;
+  all.nbytes = (size_t)rows * rb;
+  *failed = !dev_weight_upload(&all, dev, out);
+  free(buf);
+  return !*failed;
 }
 
 static ingot_tensor *new_cache(const ingot_model_config *c, ingot_device dev) {
@@ -87,17 +120,25 @@ bool dev_model_init(ingot_model *m, ingot_device dev) {
   for (int l = 0; l < c->n_layers; l++) {
     const layer *L = &m->layers[l];
     dev_layer *D = &d->layers[l];
+    bool failed;
     if (!(D->attn_norm = upload_f32(L->attn_norm, c->dim, dev)) ||
         !(D->ffn_norm = upload_f32(L->ffn_norm, c->dim, dev)) ||
-        !dev_weight_upload(&L->wq, dev, &D->wq) || !dev_weight_upload(&L->wk, dev, &D->wk) ||
-        !dev_weight_upload(&L->wv, dev, &D->wv) || !dev_weight_upload(&L->wo, dev, &D->wo))
+        !dev_weight_upload(&L->wo, dev, &D->wo))
+      return false;
+    if (!upload_stacked((const qweight *[]){&L->wq, &L->wk, &L->wv}, 3, dev, &D->qkv, &failed) &&
+        (failed || !dev_weight_upload(&L->wq, dev, &D->wq) ||
+         !dev_weight_upload(&L->wk, dev, &D->wk) || !dev_weight_upload(&L->wv, dev, &D->wv)))
       return false;
     D->sparse = L->moe != NULL;
-    if (D->sparse ? !dev_moe_init(L->moe, c, l, dev, &D->moe)
-                  : !dev_weight_upload(&L->w_gate, dev, &D->gate) ||
-                        !dev_weight_upload(&L->w_up, dev, &D->up) ||
-                        !dev_weight_upload(&L->w_down, dev, &D->down))
+    if (D->sparse) {
+      if (!dev_moe_init(L->moe, c, l, dev, &D->moe)) return false;
+    } else if ((!upload_stacked((const qweight *[]){&L->w_gate, &L->w_up}, 2, dev, &D->gate_up,
+                                &failed) &&
+                (failed || !dev_weight_upload(&L->w_gate, dev, &D->gate) ||
+                 !dev_weight_upload(&L->w_up, dev, &D->up))) ||
+               !dev_weight_upload(&L->w_down, dev, &D->down)) {
       return false;
+    }
     if (c->qk_norm && (!(D->q_norm = upload_f32(L->q_norm, c->head_dim, dev)) ||
                        !(D->k_norm = upload_f32(L->k_norm, c->head_dim, dev))))
       return false;
@@ -110,9 +151,9 @@ void dev_model_free(dev_model *d) {
   if (d->layers) {
     for (int l = 0; l < d->n_layers; l++) {
       dev_layer *D = &d->layers[l];
-      ingot_tensor *ts[] = {D->attn_norm, D->ffn_norm, D->q_norm, D->k_norm, D->wq.t,
-                            D->wk.t,      D->wv.t,     D->wo.t,   D->gate.t, D->up.t,
-                            D->down.t,    D->k_cache,  D->v_cache};
+      ingot_tensor *ts[] = {D->attn_norm, D->ffn_norm, D->q_norm, D->k_norm,  D->qkv.t,
+                            D->wq.t,      D->wk.t,     D->wv.t,   D->wo.t,    D->gate_up.t,
+                            D->gate.t,    D->up.t,     D->down.t, D->k_cache, D->v_cache};
       for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) ingot_release(ts[i]);
       dev_moe_free(&D->moe);
     }
@@ -124,13 +165,58 @@ void dev_model_free(dev_model *d) {
   free(d);
 }
 
-ingot_tensor *dev_linear(const ingot_tensor *x, const dev_weight *w) {
-  return ingot_qmatmul(x, w->t, w->type, w->cols);
+/* (norm ? rms_norm(x, norm, eps) : x) times w^T (+ res): a linear with the
+ * norm before it and the residual add after it, the unit that a fused
+ * product op replaces (one launch). */
+static ingot_tensor *dev_linear_ex(const ingot_tensor *x, const dev_weight *w,
+                                   const ingot_tensor *norm, double eps, const ingot_tensor *res) {
+  return ingot_qmatmul_fused(x, w->t, w->type, w->cols, norm, eps, res);
 }
 
-/* [T, n] -> [T, heads, n / heads] (a view). */
-static ingot_tensor *heads(const ingot_tensor *x, int64_t T, int64_t h, int64_t hd) {
-  return ingot_view(x, 3, (int64_t[]){T, h, hd});
+ingot_tensor *dev_linear(const ingot_tensor *x, const dev_weight *w) {
+  return dev_linear_ex(x, w, NULL, 0, NULL);
+}
+
+/* Columns [at, at + h * hd) of x [T, n] as [T, h, hd] (a view). */
+static ingot_tensor *heads(const ingot_tensor *x, int64_t at, int64_t T, int64_t h, int64_t hd) {
+  return ingot_view(ingot_narrow(x, 1, at, h * hd), 3, (int64_t[]){T, h, hd});
+}
+
+/* Attention norm and the q, k, v products of x [T, dim]: views [T, heads,
+ * head_dim] of one stacked product, or of three. */
+static bool qkv_forward(const ingot_model_config *c, const dev_layer *L, const ingot_tensor *x,
+                        int64_t T, ingot_tensor **q, ingot_tensor **k, ingot_tensor **v) {
+  int64_t hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
+  double eps = c->rms_eps;
+  if (L->qkv.t) {
+    ingot_tensor *qkv = dev_linear_ex(x, &L->qkv, L->attn_norm, eps, NULL);
+    *q = heads(qkv, 0, T, nh, hd);
+    *k = heads(qkv, nh * hd, T, nkv, hd);
+    *v = heads(qkv, (nh + nkv) * hd, T, nkv, hd);
+  } else {
+    ingot_tensor *xb = ingot_rms_norm(x, L->attn_norm, eps);
+    *q = heads(dev_linear(xb, &L->wq), 0, T, nh, hd);
+    *k = heads(dev_linear(xb, &L->wk), 0, T, nkv, hd);
+    *v = heads(dev_linear(xb, &L->wv), 0, T, nkv, hd);
+  }
+  return *q && *k && *v;
+}
+
+/* x + the dense MLP of ffn_norm(x): gate and up as views of one stacked
+ * product (or two), SwiGLU, the down product with the residual added. */
+static ingot_tensor *mlp_forward(const ingot_model_config *c, const dev_layer *L,
+                                 const ingot_tensor *x) {
+  double eps = c->rms_eps;
+  int64_t f = c->ffn_dim;
+  ingot_tensor *h;
+  if (L->gate_up.t) {
+    ingot_tensor *gu = dev_linear_ex(x, &L->gate_up, L->ffn_norm, eps, NULL);
+    h = ingot_swiglu(ingot_narrow(gu, 1, 0, f), ingot_narrow(gu, 1, f, f));
+  } else {
+    ingot_tensor *xb = ingot_rms_norm(x, L->ffn_norm, eps);
+    h = ingot_swiglu(dev_linear(xb, &L->gate), dev_linear(xb, &L->up));
+  }
+  return dev_linear_ex(h, &L->down, NULL, 0, x);
 }
 
 /* The residual stream after every layer for tokens ids (int32 [T]) at
@@ -140,34 +226,28 @@ static ingot_tensor *layers_forward(ingot_model *m, const ingot_tensor *ids,
                                     const ingot_tensor *pos, int64_t T) {
   const ingot_model_config *c = &m->cfg;
   dev_model *d = m->devm;
-  int64_t hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
+  int64_t hd = c->head_dim, nh = c->n_heads;
   double eps = c->rms_eps, scale = 1.0 / sqrt((double)hd);
+  ingot_rope_kv_options ro = {.neox = c->rope_neox, .eps = eps};
   ingot_tensor *x = ingot_qget_rows(d->embd.t, d->embd.type, d->embd.cols, ids);
   for (int l = 0; l < c->n_layers && x; l++) {
     const dev_layer *L = &d->layers[l];
     ingot_scope_begin(); /* a layer's temporaries go at its end */
-    ingot_tensor *xb = ingot_rms_norm(x, L->attn_norm, eps);
-    ingot_tensor *q = heads(dev_linear(xb, &L->wq), T, nh, hd);
-    ingot_tensor *k = heads(dev_linear(xb, &L->wk), T, nkv, hd);
-    ingot_tensor *v = heads(dev_linear(xb, &L->wv), T, nkv, hd);
-    if (c->qk_norm) {
-      q = ingot_rms_norm(q, L->q_norm, eps);
-      k = ingot_rms_norm(k, L->k_norm, eps);
+    ingot_tensor *q, *k, *v, *att = NULL;
+    ro.q_norm = c->qk_norm ? L->q_norm : NULL;
+    ro.k_norm = c->qk_norm ? L->k_norm : NULL;
+    if (qkv_forward(c, L, x, T, &q, &k, &v)) {
+      q = ingot_rope_kv_write(q, k, v, pos, d->inv_freq, &ro, L->k_cache, L->v_cache);
+      att = ingot_attention_cached(q, L->k_cache, L->v_cache, pos, scale);
     }
-    q = ingot_rope(q, pos, d->inv_freq, c->rope_neox);
-    k = ingot_rope(k, pos, d->inv_freq, c->rope_neox);
-    if (!q || !k || !v || ingot_kv_cache_write(L->k_cache, L->v_cache, k, v, pos)) {
-      ingot_scope_end();
-      return NULL;
+    x = dev_linear_ex(ingot_view(att, 2, (int64_t[]){T, nh * hd}), &L->wo, NULL, 0, x);
+    if (L->sparse) {
+      ingot_tensor *xb = ingot_rms_norm(x, L->ffn_norm, eps);
+      x = ingot_add(x, dev_moe_forward(&L->moe, c, xb));
+    } else {
+      x = mlp_forward(c, L, x);
     }
-    ingot_tensor *att = ingot_attention_cached(q, L->k_cache, L->v_cache, pos, scale);
-    x = ingot_add(x, dev_linear(ingot_view(att, 2, (int64_t[]){T, nh * hd}), &L->wo));
-    xb = ingot_rms_norm(x, L->ffn_norm, eps);
-    ingot_tensor *mlp =
-        L->sparse
-            ? dev_moe_forward(&L->moe, c, xb)
-            : dev_linear(ingot_swiglu(dev_linear(xb, &L->gate), dev_linear(xb, &L->up)), &L->down);
-    x = ingot_keep(ingot_add(x, mlp));
+    x = ingot_keep(x);
     ingot_scope_end();
   }
   return x;
@@ -177,7 +257,7 @@ static ingot_tensor *layers_forward(ingot_model *m, const ingot_tensor *ids,
 static ingot_status head_forward(ingot_model *m, const ingot_tensor *x, int64_t T) {
   dev_model *d = m->devm;
   ingot_tensor *last = ingot_narrow(x, 0, T - 1, 1);
-  ingot_tensor *lg = dev_linear(ingot_rms_norm(last, d->out_norm, m->cfg.rms_eps), &d->lm_head);
+  ingot_tensor *lg = dev_linear_ex(last, &d->lm_head, d->out_norm, m->cfg.rms_eps, NULL);
   return lg ? ingot_copy_(d->logits, lg) : ingot_last_status();
 }
 

@@ -25,8 +25,11 @@ typedef struct dev_moe {
 
 typedef struct dev_layer {
   ingot_tensor *attn_norm, *ffn_norm, *q_norm, *k_norm; /* float32 */
-  dev_weight wq, wk, wv, wo, gate, up, down;            /* gate/up/down: dense layers only */
-  bool sparse;                                          /* the MLP is moe */
+  /* qkv = wq|wk|wv and gate_up = gate|up stacked by rows, when the parts share
+   * a ggml type and cols (one product each); then wq/wk/wv (gate/up) are
+   * unset. gate/up/down/gate_up: dense layers only. */
+  dev_weight qkv, wq, wk, wv, wo, gate_up, gate, up, down;
+  bool sparse; /* the MLP is moe */
   dev_moe moe;
   ingot_tensor *k_cache, *v_cache; /* float32 [ctx, kv_heads, head_dim] */
 } dev_layer;

@@ -3,10 +3,16 @@
  *
  * On the tensor path (forward_dev.c) the token never leaves the device
  * except to be streamed: the sampler op writes it into the model's token
- * tensor, and the decode step (forward that token at the device position,
- * advance it, sample the next) runs as one device graph, captured on the
- * first step and replayed after (INGOT_NO_GRAPH=1: launched op by op). The
- * host reads one int32 per step. */
+ * tensor (and the ring, slot g % window for generated token g), and the
+ * decode step (forward that token at the device position, advance it,
+ * sample the next) runs as one device graph, captured on the first step and
+ * replayed after (INGOT_NO_GRAPH=1: launched op by op). The host never makes
+ * the device wait: step g + 1 is queued before token g is read (an async
+ * copy of its ring slot into pinned memory, then an event), so the device
+ * runs the next step while the host streams this token. A step queued for a
+ * token that turns out to stop the loop is wasted: its cache row lies past
+ * n_past (the next call overwrites it) and the device position is reset by
+ * the next call. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -22,6 +28,8 @@ typedef struct dev_sampler {
   ingot_tensor *step; /* int64 [1] */
   ingot_graph *graph; /* the captured decode step (NULL: eager) */
   bool use_graph;
+  ingot_tensor *tok_host; /* pinned int32 [2]: tokens g and g + 1 in flight */
+  ingot_event *ready[2];  /* recorded after the copy into tok_host[g % 2] */
 } dev_sampler;
 
 /* d->tok = a token sampled from d->logits. */
@@ -73,13 +81,36 @@ static ingot_status dev_sampler_init(ingot_model *m, dev_sampler *s, const ingot
   s->hist = ingot_from_host(ring, 1, &win, INGOT_I32, m->devm->dev);
   free(ring);
   s->step = ingot_zeros(1, (int64_t[]){1}, INGOT_I64, m->devm->dev);
-  return s->hist && s->step ? INGOT_OK : ingot_last_status();
+  s->tok_host = ingot_empty_pinned(1, (int64_t[]){2}, INGOT_I32);
+  for (int i = 0; i < 2; i++) s->ready[i] = ingot_event_create(m->devm->dev, false);
+  return s->hist && s->step && s->tok_host && s->ready[0] && s->ready[1] ? INGOT_OK
+                                                                         : ingot_last_status();
 }
 
 static void dev_sampler_free(dev_sampler *s) {
   ingot_graph_destroy(s->graph);
   ingot_release(s->hist);
   ingot_release(s->step);
+  ingot_release(s->tok_host);
+  for (int i = 0; i < 2; i++) ingot_event_destroy(s->ready[i]);
+}
+
+/* Queue the copy of generated token g (ring slot g % window) to the host. */
+static ingot_status dev_fetch(dev_sampler *s, int64_t g) {
+  int64_t win = ingot_shape(s->hist)[0];
+  ingot_tensor *slot = ingot_narrow(s->hist, 0, g % win, 1);
+  ingot_tensor *dst = ingot_narrow(s->tok_host, 0, g % 2, 1);
+  ingot_status st = slot && dst ? ingot_copy_to_host_async(dst, slot) : ingot_last_status();
+  ingot_release(slot);
+  ingot_release(dst);
+  return st ? st : ingot_event_record(s->ready[g % 2], NULL);
+}
+
+/* Token g, once its copy has landed. */
+static ingot_status dev_token(dev_sampler *s, int64_t g, int32_t *tok) {
+  ingot_status st = ingot_event_synchronize(s->ready[g % 2]);
+  if (!st) *tok = ((const int32_t *)ingot_tensor_data(s->tok_host))[g % 2];
+  return st;
 }
 
 /* After the prompt: the position of the next token on the device, and the
@@ -157,12 +188,17 @@ ingot_status ingot_generate(ingot_model *m, const int32_t *prompt, int64_t n,
   double t0 = now();
   if ((st = ingot_model_forward(m, prompt, n, logits))) goto done;
   if (!host && (st = dev_start(m, &ds))) goto done;
+  if (!host && (st = dev_fetch(&ds, 0))) goto done;
   double t1 = now();
-  int64_t gen = 0;
+  int64_t gen = 0, past0 = m->n_past;
   while (gen < max) {
     int32_t tok;
-    if (m->devm) {
-      if ((st = ingot_to_host(m->devm->tok, &tok, sizeof tok))) goto done;
+    /* Token gen is fed (producing gen + 1) iff the loop goes on after it:
+     * on the device that step is queued before token gen is read. */
+    bool feed = gen + 1 < max && past0 + gen < m->cfg.ctx;
+    if (!host) {
+      if (feed && ((st = dev_decode(m, &ds)) || (st = dev_fetch(&ds, gen + 1)))) goto done;
+      if ((st = dev_token(&ds, gen, &tok))) goto done;
     } else if ((tok = ingot_sample(&o.sample, logits, m->cfg.vocab, hist, nh, (uint64_t)gen)) < 0) {
       st = ingot_last_status();
       goto done;
@@ -182,14 +218,16 @@ ingot_status ingot_generate(ingot_model *m, const int32_t *prompt, int64_t n,
     }
     if (len > (int64_t)sizeof piece) len = sizeof piece; /* no token is this long in practice */
     if (cb && cb(tok, piece, (size_t)len, user)) break;
-    if (gen >= max || m->n_past >= m->cfg.ctx) break;
-    if (m->devm) {
-      if ((st = dev_decode(m, &ds))) goto done;
-      m->n_past++;
+    if (!feed) break;
+    if (!host) {
+      m->n_past++; /* the step queued above fed tok */
     } else if ((st = ingot_model_forward(m, &tok, 1, logits))) {
       goto done;
     }
   }
+  /* A step queued for a token that ended the loop still runs: wait for it so
+   * nothing of this call is in flight on return. */
+  if (!host && (st = ingot_synchronize(m->devm->dev))) goto done;
   double t2 = now();
   if (n_out) *n_out = gen;
   if (stats) {

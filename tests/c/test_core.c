@@ -2,6 +2,7 @@
  * chains, no leaked handles on any error path, metadata and devices. */
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ingot/ingot.h"
 #include "test.h"
@@ -224,6 +225,30 @@ static void test_thread_local_errors(void) {
   CHECK_STR(ingot_last_error(), "");
 }
 
+/* ingot_copy_to_host_async from a CPU tensor copies at once; bad arguments
+ * fail naming the op and write nothing. */
+static void test_copy_to_host_async_cpu(void) {
+  ingot_tensor *src = ingot_arange(0, 6, 1, INGOT_I32, INGOT_CPU);
+  ingot_tensor *dst = ingot_zeros(1, (int64_t[]){3}, INGOT_I32, INGOT_CPU);
+  ingot_tensor *v = ingot_narrow(src, 0, 3, 3);
+  CHECK_EQ_INT(ingot_copy_to_host_async(dst, v), INGOT_OK);
+  const int32_t *d = ingot_tensor_data(dst);
+  CHECK(d[0] == 3 && d[1] == 4 && d[2] == 5);
+  ingot_tensor *strided = ingot_slice(src, 0, 0, 6, 2);
+  ingot_tensor *f = ingot_zeros(1, (int64_t[]){3}, INGOT_F32, INGOT_CPU);
+  CHECK(ingot_copy_to_host_async(dst, strided) != INGOT_OK);
+  CHECK(strstr(ingot_last_error(), "copy_to_host_async") != NULL);
+  CHECK(ingot_copy_to_host_async(f, v) != INGOT_OK);
+  CHECK(ingot_copy_to_host_async(dst, src) != INGOT_OK);
+  CHECK(ingot_copy_to_host_async(NULL, v) != INGOT_OK);
+  CHECK(d[0] == 3 && d[1] == 4 && d[2] == 5);
+  ingot_release(strided);
+  ingot_release(f);
+  ingot_release(v);
+  ingot_release(dst);
+  ingot_release(src);
+}
+
 int main(void) {
   live0 = ingot_live_tensors();
   test_messages();
@@ -232,6 +257,7 @@ int main(void) {
   test_refcounts_and_metadata();
   test_devices();
   test_thread_local_errors();
+  test_copy_to_host_async_cpu();
   CHECK_NO_LEAK();
   return test_report();
 }

@@ -419,6 +419,47 @@ static void test_pinned(void) {
   ingot_release(z);
 }
 
+/* ingot_copy_to_host_async: into pinned memory the copy is queued (values
+ * checked after an event recorded behind it), from a view and from a kernel's
+ * output; into unpinned memory it waits; argument errors. */
+static void test_copy_to_host_async(void) {
+  int64_t n = 3 * MiB + 5;
+  ingot_tensor *src = ingot_arange(0, (double)n, 1, INGOT_I32, G);
+  ingot_tensor *pin = ingot_empty_pinned(1, (int64_t[]){n - 2}, INGOT_I32);
+  ingot_tensor *plain = ingot_empty(1, (int64_t[]){1}, INGOT_I32, INGOT_CPU);
+  ingot_event *ev = ingot_event_create(G, false);
+  CHECK(src && pin && plain && ev);
+  ingot_tensor *view = ingot_narrow(src, 0, 2, n - 2);
+  for (int rep = 0; rep < 2; rep++) { /* the second into memory the first wrote */
+    ingot_tensor *s2 = rep ? ingot_add_scalar(view, 7) : ingot_retain(view);
+    CHECK_EQ_INT(ingot_copy_to_host_async(pin, s2), INGOT_OK);
+    CHECK_EQ_INT(ingot_event_record(ev, NULL), INGOT_OK);
+    CHECK_EQ_INT(ingot_event_synchronize(ev), INGOT_OK);
+    const int32_t *h = ingot_tensor_data(pin);
+    bool ok = true;
+    for (int64_t i = 0; i < n - 2; i++) ok = ok && h[i] == (int32_t)(i + 2 + 7 * rep);
+    CHECK(ok);
+    ingot_release(s2);
+  }
+  /* unpinned destination: copies at once */
+  ingot_tensor *one = ingot_narrow(src, 0, 9, 1);
+  CHECK_EQ_INT(ingot_copy_to_host_async(plain, one), INGOT_OK);
+  CHECK_EQ_INT(*(int32_t *)ingot_tensor_data(plain), 9);
+  /* errors: a device destination, another dtype, another size */
+  CHECK(ingot_copy_to_host_async(one, one) != INGOT_OK);
+  ingot_tensor *f = ingot_zeros(1, (int64_t[]){1}, INGOT_F32, G);
+  CHECK(ingot_copy_to_host_async(plain, f) != INGOT_OK);
+  CHECK(ingot_copy_to_host_async(plain, view) != INGOT_OK);
+  CHECK(strstr(ingot_last_error(), "copy_to_host_async") != NULL);
+  ingot_release(f);
+  ingot_release(one);
+  ingot_release(view);
+  ingot_event_destroy(ev);
+  ingot_release(src);
+  ingot_release(pin);
+  ingot_release(plain);
+}
+
 /* True when a and b hold the same bytes (same shape and dtype, contiguous). */
 static bool same_bytes(const ingot_tensor *a, const ingot_tensor *b) {
   size_t n = (size_t)ingot_numel(a) * ingot_dtype_size(ingot_dtype_of(a));
@@ -501,6 +542,7 @@ int main(void) {
   test_graph();
   test_graph_vocab_ops();
   test_pinned();
+  test_copy_to_host_async();
   CHECK_EQ_INT(ingot_live_tensors(), live0);
   CHECK_EQ_INT(ingot_synchronize(G), INGOT_OK);
   ingot_memory_stats s = stats();

@@ -284,7 +284,8 @@ def test_cuda_kv_cache_write_skips_bad_rows():
 @pytest.mark.parametrize("dt", [np.float32, np.float16])
 @pytest.mark.parametrize("T,hq,hkv,dh,ctx", [(1, 9, 3, 64, 2048), (1, 32, 8, 128, 40000),
                                              (64, 9, 3, 64, 2048), (5, 6, 2, 17, 301),
-                                             (3, 4, 4, 256, 257), (1, 1, 1, 1, 1)])
+                                             (3, 4, 4, 256, 257), (1, 1, 1, 1, 1),
+                                             (1, 9, 3, 64, 512), (2, 16, 2, 128, 513)])
 def test_cuda_attention_cached(dt, T, hq, hkv, dh, ctx):
     from cuda_diff import diff
     q = rand(T, hq, dh)
@@ -302,14 +303,15 @@ def test_cuda_attention_cached(dt, T, hq, hkv, dh, ctx):
 
 
 @needs_cuda
-def test_cuda_attention_cached_positions_on_device():
+@pytest.mark.parametrize("ctx", [1500, 512])  # chunks + combine; one launch (<= 512 rows)
+def test_cuda_attention_cached_positions_on_device(ctx):
     """The same launch at growing positions (what a replayed graph does):
     rewriting pos in place changes the result as the CPU says."""
-    ctx, dh = 1500, 64
+    dh = 64
     q, kc, vc = rand(1, 9, dh), rand(ctx, 3, dh), rand(ctx, 3, dh)
     pos_d = to_device(tensor(np.zeros(1, np.int32)))
     qd, kd, vd = to_device(tensor(q)), to_device(tensor(kc)), to_device(tensor(vc))
-    for p in [0, 255, 256, 257, 1023, 1499]:
+    for p in [x for x in [0, 255, 256, 257, 511, 1023, 1499] if x < ctx]:
         call("ingot_copy_", pos_d, to_device(tensor(np.array([p], np.int32))))
         got = to_numpy(call("ingot_attention_cached", qd, kd, vd, pos_d, 0.125))
         want = to_numpy(call("ingot_attention_cached", tensor(q), tensor(kc), tensor(vc),
@@ -319,7 +321,7 @@ def test_cuda_attention_cached_positions_on_device():
 
 @needs_cuda
 @pytest.mark.parametrize("case", range(len(SAMPLE_CASES)))
-@pytest.mark.parametrize("V", [7, 1000, 49152, 151936])
+@pytest.mark.parametrize("V", [7, 1000, 4096, 4097, 8192, 49152, 100003, 151936])
 def test_cuda_sample_tokens_matches_cpu(case, V):
     kw = SAMPLE_CASES[case]
     if kw.get("temperature", 0) > 0 and kw.get("top_k", 40) <= 0 and V > 1024:
@@ -335,6 +337,28 @@ def test_cuda_sample_tokens_matches_cpu(case, V):
         ct, ch, cs = run_sampler(None, o, lg, ring, step)
         assert (gt, gs) == (ct, cs), (kw, seed)
         np.testing.assert_array_equal(gh, ch)
+
+
+@needs_cuda
+@pytest.mark.parametrize("V", [4097, 49152, 151936])
+def test_cuda_sample_tokens_ties_across_blocks(V):
+    """Vocabularies over one block's slice (4096) are split over blocks whose
+    candidates are merged: ties must still go to the lowest ids, as on the CPU
+    (flat logits; a tied maximum in the last block and the first)."""
+    flat = np.zeros(V, np.float32)
+    peaks = flat.copy()
+    peaks[[V - 1, 4095, 4096 % V, 3]] = 5.0
+    for lg in (flat, peaks):
+        for kw in (dict(temperature=0.0), dict(temperature=1.0, top_k=40),
+                   dict(temperature=0.9, top_k=1024, top_p=0.9),
+                   dict(temperature=1.0, top_k=3, repeat_penalty=2.0)):
+            for seed in range(4):
+                o = opts(seed=seed, **kw)
+                ring = np.array([3, V - 1, -1, 3], np.int32)
+                gt = run_sampler(CUDA, o, lg, ring, seed)
+                ct = run_sampler(None, o, lg, ring, seed)
+                assert gt[0] == ct[0] and gt[2] == ct[2], (kw, seed)
+                np.testing.assert_array_equal(gt[1], ct[1])
 
 
 @needs_cuda
@@ -444,6 +468,71 @@ def compare_models(path, mode, atol):
 
 def test_tensor_forward_matches_raw_path(smol):
     compare_models(smol, "tensor", LOGIT_ATOL_CPU)
+
+
+def gen_more(m, ids, n, stop_at_eos=False, stop_after=None):
+    """ingot_generate continuing the cache (no reset); the callback stops it
+    after stop_after streamed tokens. Returns (tokens, n_past after)."""
+    seen = []
+
+    def cb(tok, piece, length, user):
+        seen.append(tok)
+        return int(stop_after is not None and len(seen) >= stop_after)
+
+    o = GenOpts(n, opts(), stop_at_eos)
+    out, nout = np.zeros(n, np.int32), I64()
+    st = lib.ingot_generate(m, ids.ctypes.data, len(ids), ctypes.byref(o), TOKEN_FN(cb), None,
+                            out.ctypes.data, n, ctypes.byref(nout), None)
+    assert st == 0, lib.ingot_last_error().decode()
+    assert seen == list(out[:nout.value])  # nothing streamed that is not counted
+    return list(out[:nout.value]), lib.ingot_model_n_past(m)
+
+
+# A prompt whose greedy answer ends with a stop token within 24 tokens (the
+# chat markers are spelled out: ingot_tokenize without special tokens).
+CHAT = ("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+        "Face<|im_end|>\n<|im_start|>user\nWhat is 2+2? Answer with one number.<|im_end|>\n"
+        "<|im_start|>assistant\n")
+
+
+def test_tensor_generate_stops_and_continues(smol):
+    """The device loop queues step g + 1 before it reads token g: a stop
+    token or a callback stop leaves a step that never counts. Tokens, n_past
+    and the cache the next call continues from must be the host loop's."""
+    ref, m = load(smol, "raw"), load(smol, "tensor")
+    try:
+        turns = [(tokenize(ref, CHAT), 24, True, None),  # ends at a stop token (15 tokens)
+                 (tokenize(ref, " And again"), 12, False, 3),  # the callback stops it
+                 (tokenize(ref, " Then"), 5, False, None)]  # max_tokens
+        for mm in (ref, m):
+            lib.ingot_model_reset(mm)
+        for i, (ids, n, eos, after) in enumerate(turns):
+            want = gen_more(ref, ids, n, eos, after)
+            assert gen_more(m, ids, n, eos, after) == want, i
+            if i == 0:
+                assert len(want[0]) < n  # the stop token ended it
+            if i == 1:
+                assert len(want[0]) == 3
+    finally:
+        lib.ingot_model_free(ref)
+        lib.ingot_model_free(m)
+
+
+@needs_cuda
+def test_cuda_generate_stops_and_continues(smol):
+    """As above on cuda:0 (graph replays, async token copies) against the CPU
+    tensor forward."""
+    ref, m = load(smol, "tensor"), load(smol, "cuda")
+    try:
+        turns = [(tokenize(ref, CHAT), 24, True, None), (tokenize(ref, " And again"), 12, False, 3),
+                 (tokenize(ref, " Then"), 5, False, None)]
+        for mm in (ref, m):
+            lib.ingot_model_reset(mm)
+        for i, (ids, n, eos, after) in enumerate(turns):
+            assert gen_more(m, ids, n, eos, after) == gen_more(ref, ids, n, eos, after), i
+    finally:
+        lib.ingot_model_free(ref)
+        lib.ingot_model_free(m)
 
 
 def test_tensor_forward_errors_leave_the_cache(smol):

@@ -226,3 +226,21 @@ def test_swiglu_special_and_strided():
     y = to_numpy(call("ingot_swiglu", strided(g), tensor(u)))
     with np.errstate(all="ignore"):
         np.testing.assert_allclose(y, swiglu_ref(g, u), rtol=1e-6, atol=1e-44, equal_nan=True)
+
+
+@pytest.mark.parametrize("dt", list(FLOATS))
+@pytest.mark.parametrize("T,F", [(1, 1536), (5, 7), (33, 24)])
+def test_swiglu_halves_of_one_product(dt, T, F):
+    """gate and up as the column halves of one [T, 2F] tensor (row-strided
+    views, read in place) and as 3-D views of it."""
+    rng = np.random.default_rng(14)
+    gu = (rng.standard_normal((T, 2 * F)) * 4).astype(FLOATS[dt])
+    t = tensor(gu)
+    g, u = call("ingot_narrow", t, 1, 0, F), call("ingot_narrow", t, 1, F, F)
+    want = swiglu_ref(gu[:, :F], gu[:, F:]).astype(np.float64)
+    y = to_numpy(call("ingot_swiglu", g, u))
+    np.testing.assert_allclose(y.astype(np.float64), want, rtol=RTOL[dt], atol=RTOL[dt] * 1e-2)
+    if F % 4 == 0:
+        g3, u3 = [call("ingot_view", x, 3, [T, 4, F // 4]) for x in (g, u)]
+        y3 = to_numpy(call("ingot_swiglu", g3, u3))
+        np.testing.assert_array_equal(y3.reshape(T, F), y)
