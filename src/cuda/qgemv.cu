@@ -205,7 +205,7 @@ ingot_status k_qmatmul(ingot_op_args *a) {
     if (norm && !xn) return ingot_last_status();
     const int64_t es = (int64_t)ingot_dtype_size((ingot_dtype)fdt);
     bool done = false;
-    if (rs % es == 0)
+    if (rs % es == 0 && (uintptr_t)wp % (uintptr_t)es == 0) /* else: byte loads below */
       st = cuda_gemv_f32x(wp, (ingot_dtype)fdt, rs / es,
                           (const float *)ingot_tensor_data(xn ? xn : x), m, k, n, rp, y, &done);
     ingot_release(xn);

@@ -188,7 +188,7 @@ def test_cuda_rope_kv_write_skips_bad_rows():
     qkv, _, inv, kc0, vc0, _ = case(T, hq, hkv, dh, ctx, np.float32, False)
     pos = np.array([3, 4], np.int32)
     q, kc, vc = fused(CUDA, qkv, T, hq, hkv, dh, pos, inv, kc0, vc0, None, False)
-    wq, wk, wv = numpy_ref(qkv, 1, hq, hkv, dh, pos[:1], inv, kc0, vc0, None, False)
+    wq, wk, wv = numpy_ref(qkv[:1], 1, hq, hkv, dh, pos[:1], inv, kc0, vc0, None, False)
     np.testing.assert_allclose(kc, wk, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(vc, wv, rtol=1e-5, atol=1e-5)
     qr = numpy_ref(qkv, T, hq, hkv, dh, np.array([3, 4], np.int32), inv,
