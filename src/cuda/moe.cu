@@ -37,7 +37,9 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kGemvTokens = 8;               // T <= 8 takes the GEMV kernels
 constexpr int kGemvSlots = 64;               // ... when T*k <= 64
 constexpr size_t kGemvSmem = 200 * 1024;     // ... and the staged rows fit (T 8, k 8, I 768 do)
-constexpr int kU = 8;                        // 16-byte loads per lane per weight row in flight
+constexpr int kU = 8;                        // down: 16-byte loads per lane in flight
+constexpr int kLoads = 16;                   // gate_up: 16-byte loads per lane in flight
+constexpr int kPersistBlocks = 132 * 2;      // gate_up grid: H200 SMs x resident blocks
 constexpr int kBM = 32, kBN = 32, kBK = 32;  // grouped GEMM tiles
 
 // ---- routing ----
@@ -133,179 +135,287 @@ __device__ __forceinline__ void warp_sum(float (&v)[NT]) {
     for (int o = 16; o > 0; o >>= 1) v[r] += __shfl_xor_sync(0xffffffffu, v[r], o);
 }
 
+// Stages n rows of len elements of a (dtype dt, rows contiguous) into dst as
+// f32, row r at dst + r * len, element kk at sidx (interleaved when vec).
+// All 8 loads of a batch are issued before any store (a store to shared
+// memory would otherwise hold back the next global load): about one L2
+// latency per 8 * kThreads elements.
+template <int VEC>
+__device__ void stage_rows(float *dst, const void *a, int dt, int n, int len, bool vec) {
+  if (len <= 0) return;
+  const int64_t total = (int64_t)n * len, nch = len / VEC;
+  int r = threadIdx.x / len, kk = threadIdx.x % len;  // position of element b0 + u * kThreads
+  for (int64_t b0 = threadIdx.x; b0 < total; b0 += (int64_t)kThreads * 8) {
+    float v[8];
+#pragma unroll
+    for (int u = 0; u < 8; u++) {
+      const int64_t x = b0 + (int64_t)u * kThreads;
+      v[u] = x < total ? load_a(a, dt, x) : 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < 8; u++) {
+      if (b0 + (int64_t)u * kThreads < total)
+        dst[(int64_t)r * len + sidx<VEC>(kk, nch, vec)] = v[u];
+      kk += kThreads;
+      while (kk >= len) kk -= len, r++;
+    }
+  }
+}
+
+// The slots' expert ids in shared memory: sid[q] = ids[q] for q < T*k (one
+// load per thread, then a barrier every thread passes).
+__device__ __forceinline__ void load_slot_ids(const MoeParams &p, int *sid) {
+  if ((int)threadIdx.x < p.T * p.k) sid[threadIdx.x] = p.ids[threadIdx.x];
+  __syncthreads();
+}
+
 // ---- gate_up GEMV (T <= 8) ----
+// Row pairs (gate i, up I+i) per warp item: f8 rows hold half the chunks of
+// bf16 ones, so f8 items take two pairs to keep kLoads loads per lane in flight.
+template <class WT>
+constexpr int pairs_per_item() {
+  return Wfmt<WT>::VEC >= 16 ? 2 : 1;
+}
+
+// Items of gate_up: NP row pairs of one slot; item it = (slot it / tiles, pairs
+// from (it % tiles) * NP). prefetch_item asks L2 for its gate and up rows.
+template <class WT>
+__device__ __forceinline__ void prefetch_item(const MoeParams &p, const int *sid, int64_t it,
+                                              int64_t nitems, int64_t tiles) {
+  constexpr int NP = pairs_per_item<WT>();
+  if (it >= nitems) return;
+  const int s = (int)(it / tiles), e = sid[s];
+  if (e < 0 || e >= p.E) return;
+  const int64_t I = p.rows / 2, i0 = (it - (int64_t)s * tiles) * NP;
+  const int64_t bytes = (I - i0 < NP ? I - i0 : NP) * p.cols * (int64_t)sizeof(WT);
+  const WT *wg = static_cast<const WT *>(p.w) + ((int64_t)e * p.rows + i0) * p.cols;
+  prefetch_l2(wg, bytes);
+  prefetch_l2(wg + I * p.cols, bytes);
+}
+
+// A persistent grid: each block stages x once, then each warp walks items
+// it = global warp, + grid warps, ...; one item ahead of the warp is always
+// being prefetched into L2 (besides the kLoads loads per lane of the item).
 template <class WT, int NT>
 __global__ void __launch_bounds__(kThreads) gate_up_gemv(MoeParams p) {
-  constexpr int VEC = Wfmt<WT>::VEC;
+  constexpr int VEC = Wfmt<WT>::VEC, NP = pairs_per_item<WT>(), LU = kLoads / (2 * NP);
   extern __shared__ float4 smem4[];
   float *xs = reinterpret_cast<float *>(smem4);  // [T][K]
-  const int s = blockIdx.y, nslots = p.T * p.k;
-  const int e = p.ids[s];
-  for (int q = 0; q < s; q++)
-    if (p.ids[q] == e) return;  // an earlier slot's block handles this expert
+  __shared__ int sid[kGemvSlots];
+  __shared__ unsigned
+      smask[kGemvSlots];  // tokens that chose slot q's expert; 0: an earlier slot has it
+  const int nslots = p.T * p.k, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t I = p.rows / 2, K = p.cols, nch = K / VEC;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t i = (int64_t)blockIdx.x * kWarps + warp;
-  const bool iok = i < I;
-  if (e < 0 || e >= p.E) {  // bad id: NaN rows, nothing read
-    for (int q = s; q < nslots && iok && lane == 0; q++)
-      if (p.ids[q] == e) p.out[q * I + i] = NAN;
-    return;
+  const int64_t tiles = (I + NP - 1) / NP, nitems = (int64_t)nslots * tiles;
+  const int64_t gw = (int64_t)blockIdx.x * kWarps + warp, gstride = (int64_t)gridDim.x * kWarps;
+  load_slot_ids(p, sid);
+  if ((int)threadIdx.x < nslots) {
+    const int e = sid[threadIdx.x];
+    unsigned m = 0;
+    bool first = true;
+    for (int q = 0; q < nslots; q++)
+      if (sid[q] == e) first = first && q >= (int)threadIdx.x, m |= 1u << (q / p.k);
+    smask[threadIdx.x] = first ? m : 0u;
   }
-  unsigned mask = 0;  // tokens that chose e
-  for (int q = s; q < nslots; q++)
-    if (p.ids[q] == e) mask |= 1u << (q / p.k);
+  if (p.vec && lane == 0) prefetch_item<WT>(p, sid, gw, nitems, tiles);  // flies while x is staged
+  stage_rows<VEC>(xs, p.a, p.a_dt, p.T, (int)K, p.vec);
+  __syncthreads();  // the only barrier after the ids'
 
-  const WT *wg = static_cast<const WT *>(p.w) + ((int64_t)e * p.rows + (iok ? i : 0)) * K;
-  const WT *wu = wg + I * K;
-  uint4 g[kU], u[kU];
-  auto load = [&](int64_t c0) {
-#pragma unroll
-    for (int uu = 0; uu < kU; uu++) {
-      const int64_t c = c0 + lane + (int64_t)uu * 32;
-      const bool ok = iok && c < nch;
-      g[uu] = ok ? ld_stream(reinterpret_cast<const uint4 *>(wg) + c) : make_uint4(0, 0, 0, 0);
-      u[uu] = ok ? ld_stream(reinterpret_cast<const uint4 *>(wu) + c) : make_uint4(0, 0, 0, 0);
+  const WT *w = static_cast<const WT *>(p.w);
+  for (int64_t it = gw; it < nitems; it += gstride) {
+    if (p.vec && lane == 0) prefetch_item<WT>(p, sid, it + gstride, nitems, tiles);
+    const int s = (int)(it / tiles);
+    const unsigned mask = smask[s];
+    if (!mask) continue;  // an earlier slot's item does this expert for every token
+    const int e = sid[s];
+    const int64_t i0 = (it - (int64_t)s * tiles) * NP;
+    if (e < 0 || e >= p.E) {  // bad id: NaN rows, nothing read
+      for (int q = s + lane; q < nslots; q += 32)
+        if (sid[q] == e)
+          for (int pp = 0; pp < NP && i0 + pp < I; pp++) p.out[q * I + i0 + pp] = NAN;
+      continue;
     }
-  };
-  if (p.vec) load(0);  // the first weight loads fly while x is staged
-
-  for (int r = 0; r < NT; r++) {
-    if (!(mask >> r & 1)) continue;
-    for (int64_t kk = threadIdx.x; kk < K; kk += kThreads)
-      xs[r * K + sidx<VEC>(kk, nch, p.vec)] = load_a(p.a, p.a_dt, r * K + kk);
-  }
-  __syncthreads();  // the only barrier
-  if (!iok) return;
-
-  float ag[NT], au[NT];
+    const WT *wg = w + ((int64_t)e * p.rows + i0) * K;  // gate row i0 + pp at wg + pp * K
+    const WT *wu = wg + I * K;
+    float ag[NP][NT], au[NP][NT];
 #pragma unroll
-  for (int r = 0; r < NT; r++) ag[r] = au[r] = 0.f;
-  if (p.vec) {
-    for (int64_t c0 = 0; c0 < nch; c0 += 32 * kU) {
-      if (c0 > 0) load(c0);
+    for (int pp = 0; pp < NP; pp++)
 #pragma unroll
-      for (int uu = 0; uu < kU; uu++) {
-        const int64_t c = c0 + lane + (int64_t)uu * 32;
-        if (c >= nch) break;
+      for (int r = 0; r < NT; r++) ag[pp][r] = au[pp][r] = 0.f;
+    if (p.vec) {
+      for (int64_t c0 = lane; c0 < nch; c0 += 32 * LU) {
+        uint4 g[NP][LU], u[NP][LU];
 #pragma unroll
-        for (int q = 0; q < VEC / 4; q++) {
-          float fg[4], fu[4];
-          Wfmt<WT>::piece(g[uu], q, fg);
-          Wfmt<WT>::piece(u[uu], q, fu);
+        for (int pp = 0; pp < NP; pp++)
+#pragma unroll
+          for (int uu = 0; uu < LU; uu++) {
+            const int64_t c = c0 + (int64_t)uu * 32;
+            const bool ok = c < nch && i0 + pp < I;
+            g[pp][uu] = ok ? ld_stream(reinterpret_cast<const uint4 *>(wg + pp * K) + c)
+                           : make_uint4(0, 0, 0, 0);
+            u[pp][uu] = ok ? ld_stream(reinterpret_cast<const uint4 *>(wu + pp * K) + c)
+                           : make_uint4(0, 0, 0, 0);
+          }
+#pragma unroll
+        for (int uu = 0; uu < LU; uu++) {
+          const int64_t c = c0 + (int64_t)uu * 32;
+          if (c >= nch) break;
+#pragma unroll
+          for (int q = 0; q < VEC / 4; q++) {
+            float4 xv[NT];
+#pragma unroll
+            for (int r = 0; r < NT; r++)
+              if (mask >> r & 1)
+                xv[r] = *reinterpret_cast<const float4 *>(xs + r * K + (q * nch + c) * 4);
+#pragma unroll
+            for (int pp = 0; pp < NP; pp++) {
+              float fg[4], fu[4];
+              Wfmt<WT>::piece(g[pp][uu], q, fg);
+              Wfmt<WT>::piece(u[pp][uu], q, fu);
+#pragma unroll
+              for (int r = 0; r < NT; r++) {
+                if (!(mask >> r & 1)) continue;
+                ag[pp][r] = fmaf(fg[0], xv[r].x, ag[pp][r]),
+                au[pp][r] = fmaf(fu[0], xv[r].x, au[pp][r]);
+                ag[pp][r] = fmaf(fg[1], xv[r].y, ag[pp][r]),
+                au[pp][r] = fmaf(fu[1], xv[r].y, au[pp][r]);
+                ag[pp][r] = fmaf(fg[2], xv[r].z, ag[pp][r]),
+                au[pp][r] = fmaf(fu[2], xv[r].z, au[pp][r]);
+                ag[pp][r] = fmaf(fg[3], xv[r].w, ag[pp][r]),
+                au[pp][r] = fmaf(fu[3], xv[r].w, au[pp][r]);
+              }
+            }
+          }
+        }
+      }
+    } else {
+#pragma unroll
+      for (int pp = 0; pp < NP; pp++) {
+        if (i0 + pp >= I) break;
+        for (int64_t kk = lane; kk < K; kk += 32) {
+          const float fg = to_acc(wg[pp * K + kk]), fu = to_acc(wu[pp * K + kk]);
 #pragma unroll
           for (int r = 0; r < NT; r++) {
             if (!(mask >> r & 1)) continue;
-            const float4 xv = *reinterpret_cast<const float4 *>(xs + r * K + (q * nch + c) * 4);
-            ag[r] = fmaf(fg[0], xv.x, ag[r]), au[r] = fmaf(fu[0], xv.x, au[r]);
-            ag[r] = fmaf(fg[1], xv.y, ag[r]), au[r] = fmaf(fu[1], xv.y, au[r]);
-            ag[r] = fmaf(fg[2], xv.z, ag[r]), au[r] = fmaf(fu[2], xv.z, au[r]);
-            ag[r] = fmaf(fg[3], xv.w, ag[r]), au[r] = fmaf(fu[3], xv.w, au[r]);
+            const float xv = xs[r * K + kk];
+            ag[pp][r] = fmaf(fg, xv, ag[pp][r]), au[pp][r] = fmaf(fu, xv, au[pp][r]);
           }
         }
       }
     }
-  } else {
-    for (int64_t kk = lane; kk < K; kk += 32) {
-      const float fg = to_acc(wg[kk]), fu = to_acc(wu[kk]);
 #pragma unroll
-      for (int r = 0; r < NT; r++) {
-        if (!(mask >> r & 1)) continue;
-        const float xv = xs[r * K + kk];
-        ag[r] = fmaf(fg, xv, ag[r]), au[r] = fmaf(fu, xv, au[r]);
+    for (int pp = 0; pp < NP; pp++) warp_sum<NT>(ag[pp]), warp_sum<NT>(au[pp]);
+    if (lane != 0) continue;
+#pragma unroll
+    for (int pp = 0; pp < NP; pp++) {
+      const int64_t i = i0 + pp;
+      if (i >= I) break;
+      const float sg = p.scale ? p.scale[(int64_t)e * p.rows + i] : 1.f;
+      const float su = p.scale ? p.scale[(int64_t)e * p.rows + I + i] : 1.f;
+      for (int q = s; q < nslots; q++) {
+        if (sid[q] != e) continue;
+        const int t = q / p.k;
+        float gv = 0.f, uv = 0.f;
+#pragma unroll
+        for (int r = 0; r < NT; r++)
+          if (r == t) gv = ag[pp][r], uv = au[pp][r];
+        p.out[q * I + i] = silu(gv * sg) * (uv * su);
       }
     }
-  }
-  warp_sum<NT>(ag);
-  warp_sum<NT>(au);
-  if (lane != 0) return;
-  const float sg = p.scale ? p.scale[(int64_t)e * p.rows + i] : 1.f;
-  const float su = p.scale ? p.scale[(int64_t)e * p.rows + I + i] : 1.f;
-  for (int q = s; q < nslots; q++) {
-    if (p.ids[q] != e) continue;
-    const int t = q / p.k;
-    float gv = 0.f, uv = 0.f;
-#pragma unroll
-    for (int r = 0; r < NT; r++)
-      if (r == t) gv = ag[r], uv = au[r];
-    p.out[q * I + i] = silu(gv * sg) * (uv * su);
   }
 }
 
 // ---- down GEMV (T <= 8) ----
+// A warp per output column n; each block's 8 columns of every chosen expert
+// are asked of L2 (one bulk prefetch per expert) before h is staged, so the
+// block's whole share of the weights is on its way after one id load.
 template <class WT, int NT>
 __global__ void __launch_bounds__(kThreads) down_gemv(MoeParams p) {
   constexpr int VEC = Wfmt<WT>::VEC;
   extern __shared__ float4 smem4[];
   float *hs = reinterpret_cast<float *>(smem4);  // [T*k][I]
-  __shared__ int uniq[kGemvSlots];               // distinct valid experts in first-slot order
-  __shared__ int uof[kGemvSlots];                // slot -> index in uniq, or -1 (bad id)
-  __shared__ int nu;
-  const int nslots = p.T * p.k;
-  const int64_t I = p.cols, H = p.rows, nch = I / VEC;
-  if (threadIdx.x == 0) {
-    int n = 0;
-    for (int q = 0; q < nslots; q++) {
-      const int e = p.ids[q];
-      int f = -1;
-      if (e >= 0 && e < p.E) {
-        for (int v = 0; v < n && f < 0; v++)
-          if (uniq[v] == e) f = v;
-        if (f < 0) uniq[f = n++] = e;
+  __shared__ int sid[kGemvSlots];
+  __shared__ int sflag[kGemvSlots];  // 1: slot q is the first of a valid expert
+  __shared__ int snext[kGemvSlots];  // next slot with q's expert, or -1
+  __shared__ int stok[kGemvSlots];   // q / k
+  __shared__ float swt[kGemvSlots];  // routing weight of slot q
+  __shared__ int uniq[kGemvSlots];   // distinct valid experts in first-slot order
+  __shared__ int uhead[kGemvSlots];  // first slot of uniq[v]
+  const int nslots = p.T * p.k, tid = threadIdx.x;
+  const int64_t I = p.cols, H = p.rows, n0 = (int64_t)blockIdx.x * kWarps;
+  const int nch = (int)(I / VEC);
+  const WT *w = static_cast<const WT *>(p.w);
+  load_slot_ids(p, sid);
+  if (tid < nslots) {
+    const int e = sid[tid];
+    bool first = true;
+    int nx = -1;
+    for (int q = nslots - 1; q >= 0; q--)
+      if (sid[q] == e) {
+        if (q < tid) first = false;
+        if (q > tid) nx = q;
       }
-      uof[q] = f;
+    const bool valid = e >= 0 && e < p.E;
+    sflag[tid] = valid && first;
+    snext[tid] = nx;
+    stok[tid] = tid / p.k;
+    swt[tid] = p.wt[tid];
+    if (valid && first && p.vec) {
+      const int64_t cols = H - n0 < kWarps ? H - n0 : kWarps;
+      prefetch_l2(w + ((int64_t)e * H + n0) * I, cols * I * (int64_t)sizeof(WT));
     }
-    nu = n;
   }
-  const float *h = static_cast<const float *>(p.a);
-  for (int64_t x = threadIdx.x; x < (int64_t)nslots * I; x += kThreads) {
-    const int64_t q = x / I, kk = x - q * I;
-    hs[q * I + sidx<VEC>(kk, nch, p.vec)] = h[x];
+  stage_rows<VEC>(hs, p.a, INGOT_F32, nslots, (int)I, p.vec);
+  __syncthreads();
+  int nu = 0;  // every thread counts the distinct experts; slot tid's rank among them
+  for (int q = 0; q < nslots; q++) {
+    if (q == tid && sflag[q]) uniq[nu] = sid[q], uhead[nu] = q;
+    nu += sflag[q];
   }
-  __syncthreads();  // the only barrier
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t n = (int64_t)blockIdx.x * kWarps + warp;
+  __syncthreads();  // the last barrier
+  const int warp = tid / 32, lane = tid % 32;
+  const int64_t n = n0 + warp;
   if (n >= H) return;
   float acc[NT];
 #pragma unroll
   for (int r = 0; r < NT; r++) acc[r] = 0.f;
-  const WT *w = static_cast<const WT *>(p.w);
 
   if (p.vec) {
-    const int64_t total = (int64_t)nu * nch;  // (expert, chunk) pairs, flattened
-    for (int64_t f0 = 0; f0 < total; f0 += 32 * kU) {
+    // (expert v, chunk c) pairs flattened over the lanes: lane l starts at
+    // pair l and steps by 32, kU loads in flight.
+    const int total = nu * nch;
+    int v = lane / nch, c = lane % nch;
+    for (int f0 = 0; f0 < total; f0 += 32 * kU) {
       uint4 wv[kU];
+      int vu[kU], cu[kU];
 #pragma unroll
       for (int uu = 0; uu < kU; uu++) {
-        const int64_t f = f0 + lane + (int64_t)uu * 32;
-        const int v = f < total ? (int)(f / nch) : 0;
+        vu[uu] = v, cu[uu] = c;
         wv[uu] =
-            f < total
-                ? ld_stream(reinterpret_cast<const uint4 *>(w + ((int64_t)uniq[v] * H + n) * I) +
-                            (f - (int64_t)v * nch))
+            v < nu
+                ? ld_stream(reinterpret_cast<const uint4 *>(w + ((int64_t)uniq[v] * H + n) * I) + c)
                 : make_uint4(0, 0, 0, 0);
+        c += 32;
+        while (c >= nch) c -= nch, v++;
       }
 #pragma unroll
       for (int uu = 0; uu < kU; uu++) {
-        const int64_t f = f0 + lane + (int64_t)uu * 32;
-        if (f >= total) break;
-        const int v = (int)(f / nch);
-        const int64_t c = f - (int64_t)v * nch;
-        const float sc = p.scale ? p.scale[(int64_t)uniq[v] * H + n] : 1.f;
+        if (vu[uu] >= nu) break;
         float wf[VEC];
 #pragma unroll
         for (int q = 0; q < VEC / 4; q++) Wfmt<WT>::piece(wv[uu], q, wf + 4 * q);
-        for (int q = 0; q < nslots; q++) {
-          if (uof[q] != v) continue;
+        const float sc = p.scale ? p.scale[(int64_t)uniq[vu[uu]] * H + n] : 1.f;
+        for (int q = uhead[vu[uu]]; q >= 0; q = snext[q]) {
+          const float *hq = hs + (int64_t)q * I + cu[uu] * 4;
           float d = 0.f;
 #pragma unroll
           for (int qq = 0; qq < VEC / 4; qq++) {
-            const float4 hv = *reinterpret_cast<const float4 *>(hs + q * I + (qq * nch + c) * 4);
+            const float4 hv = *reinterpret_cast<const float4 *>(hq + (int64_t)qq * nch * 4);
             d = fmaf(wf[4 * qq], hv.x, d), d = fmaf(wf[4 * qq + 1], hv.y, d);
             d = fmaf(wf[4 * qq + 2], hv.z, d), d = fmaf(wf[4 * qq + 3], hv.w, d);
           }
-          const int t = q / p.k;
-          const float add = p.wt[q] * (d * sc);
+          const int t = stok[q];
+          const float add = swt[q] * (d * sc);
 #pragma unroll
           for (int r = 0; r < NT; r++)
             if (r == t) acc[r] += add;
@@ -313,17 +423,19 @@ __global__ void __launch_bounds__(kThreads) down_gemv(MoeParams p) {
       }
     }
   } else {
-    for (int q = 0; q < nslots; q++) {
-      if (uof[q] < 0) continue;
-      const int64_t e = p.ids[q];
+    for (int v = 0; v < nu; v++) {
+      const int64_t e = uniq[v];
       const WT *row = w + (e * H + n) * I;
-      float d = 0.f;
-      for (int64_t kk = lane; kk < I; kk += 32) d = fmaf(to_acc(row[kk]), hs[q * I + kk], d);
-      const int t = q / p.k;
-      const float add = p.wt[q] * (d * (p.scale ? p.scale[e * H + n] : 1.f));
+      const float sc = p.scale ? p.scale[e * H + n] : 1.f;
+      for (int q = uhead[v]; q >= 0; q = snext[q]) {
+        float d = 0.f;
+        for (int64_t kk = lane; kk < I; kk += 32) d = fmaf(to_acc(row[kk]), hs[q * I + kk], d);
+        const int t = stok[q];
+        const float add = swt[q] * (d * sc);
 #pragma unroll
-      for (int r = 0; r < NT; r++)
-        if (r == t) acc[r] += add;
+        for (int r = 0; r < NT; r++)
+          if (r == t) acc[r] += add;
+      }
     }
   }
   warp_sum<NT>(acc);
@@ -333,8 +445,10 @@ __global__ void __launch_bounds__(kThreads) down_gemv(MoeParams p) {
 #pragma unroll
     for (int r = 0; r < NT; r++)
       if (r == t) v = acc[r];
-    for (int j = 0; j < p.k; j++)
-      if (uof[t * p.k + j] < 0) v = NAN;
+    for (int j = 0; j < p.k; j++) {
+      const int e = sid[t * p.k + j];
+      if (e < 0 || e >= p.E) v = NAN;
+    }
     p.out[t * H + n] = v;
   }
 }
@@ -488,9 +602,16 @@ ingot_status launch_smem(K kern, dim3 grid, size_t smem, cudaStream_t s, const M
   return launch_status(what);
 }
 
+// gate_up: a persistent grid (at most kPersistBlocks, each warp walks items);
+// down: a block per kWarps output columns.
 template <class WT>
-ingot_status gemv_launch(bool gate, const MoeParams &p, dim3 grid, size_t smem, cudaStream_t s) {
+ingot_status gemv_launch(bool gate, const MoeParams &p, size_t smem, cudaStream_t s) {
   const char *what = gate ? "moe_gate_up kernel" : "moe_down kernel";
+  constexpr int NP = pairs_per_item<WT>();
+  const int64_t nitems = (int64_t)p.T * p.k * ((p.rows / 2 + NP - 1) / NP);
+  int64_t blocks = gate ? (nitems + kWarps - 1) / kWarps : (p.rows + kWarps - 1) / kWarps;
+  if (gate && blocks > kPersistBlocks) blocks = kPersistBlocks;
+  const dim3 grid((unsigned)blocks);
   switch (pow2_tokens(p.T)) {
     case 1:
       return launch_smem(gate ? gate_up_gemv<WT, 1> : down_gemv<WT, 1>, grid, smem, s, p, what);
@@ -536,9 +657,7 @@ ingot_status run_experts(bool gate, MoeParams p, const ingot_tensor *w, int64_t 
   const int N = p.T * p.k;
   const size_t smem = (size_t)stage_rows * (size_t)p.cols * sizeof(float);
   if (p.T <= kGemvTokens && N <= kGemvSlots && smem <= kGemvSmem) {
-    const int64_t blocks = (out_cols + kWarps - 1) / kWarps;
-    dim3 grid((unsigned)blocks, gate ? (unsigned)N : 1u);
-    MOE_WEIGHT_CASES(wdt, return gemv_launch<scalar_t>(gate, p, grid, smem, s))
+    MOE_WEIGHT_CASES(wdt, return gemv_launch<scalar_t>(gate, p, smem, s))
   }
   const int64_t H = p.rows;  // down: per-slot rows [N, H] before the sum over k
   size_t ints = (size_t)(2 * (p.E + 1) + N);
