@@ -10,7 +10,10 @@
  *              top-k by logit (descending, ties to the lower id, NaN largest),
  *              weights = p (/ sum of the k p when renorm).
  * MOE_GATE_UP: in[0] x [T,K] f32/bf16/f16, in[1] w [E,2I,K] bf16/f16/f32/f8e4m3fn,
- *              in[2] ids int32 [T,k], in[3] scale f32 [E,2I] or NULL;
+ *              in[2] ids int32 [T,k], in[3] scale f32 [E,2I] or NULL; nin 5:
+ *              in[4] the down weight [E,K',I] that reads h next, a hint only
+ *              (CUDA prefetches the chosen experts' rows into L2; any result
+ *              is unchanged, kernels may ignore it);
  *              out[0] h f32 [T,k,I] = silu(g) * u, g/u the f32 dot products
  *              of x[t] with rows i and I+i of w[e] (times their scales).
  * MOE_DOWN:    in[0] h f32 [T,k,I], in[1] w [E,K,I], in[2] ids int32 [T,k],
@@ -116,8 +119,10 @@ ingot_status ingot_moe_route(const ingot_tensor *logits, int k, bool renorm, ing
   return INGOT_OK;
 }
 
-ingot_tensor *ingot_moe_gate_up(const ingot_tensor *x, const ingot_tensor *w,
-                                const ingot_tensor *scale, const ingot_tensor *ids) {
+/* ingot_moe_gate_up with the down weight that will read h as a hint (NULL: none). */
+static ingot_tensor *gate_up(const ingot_tensor *x, const ingot_tensor *w,
+                             const ingot_tensor *scale, const ingot_tensor *ids,
+                             const ingot_tensor *next) {
   const char *op = "moe_gate_up";
   const ingot_tensor *ts[4] = {x, w, ids, scale};
   if (!check_tensors(op, scale ? 4 : 3, ts)) return NULL;
@@ -136,9 +141,10 @@ ingot_tensor *ingot_moe_gate_up(const ingot_tensor *x, const ingot_tensor *w,
     return ingot_fail(INGOT_ERR_SHAPE, "%s: x has K = %lld but w rows have %lld", op,
                       (long long)x->shape[1], (long long)w->shape[2]);
   int64_t shape[3] = {x->shape[0], ids->shape[1], w->shape[1] / 2};
-  ingot_op_args a = {.op = INGOT_OP_MOE_GATE_UP, .nin = 4, .nout = 1};
+  ingot_op_args a = {.op = INGOT_OP_MOE_GATE_UP, .nin = next ? 5 : 4, .nout = 1};
   a.in[0] = ingot_contiguous(x);
   a.in[1] = (ingot_tensor *)w;
+  a.in[4] = (ingot_tensor *)next;
   a.in[2] = dense(ids, INGOT_I32);
   a.in[3] = scale ? ingot_contiguous(scale) : NULL;
   ingot_tensor *r = NULL;
@@ -150,6 +156,11 @@ ingot_tensor *ingot_moe_gate_up(const ingot_tensor *x, const ingot_tensor *w,
   ingot_release(a.in[2]);
   ingot_release(a.in[3]);
   return r ? r : fail_in(op);
+}
+
+ingot_tensor *ingot_moe_gate_up(const ingot_tensor *x, const ingot_tensor *w,
+                                const ingot_tensor *scale, const ingot_tensor *ids) {
+  return gate_up(x, w, scale, ids, NULL);
 }
 
 ingot_tensor *ingot_moe_down(const ingot_tensor *h, const ingot_tensor *w,
@@ -190,4 +201,18 @@ ingot_tensor *ingot_moe_down(const ingot_tensor *h, const ingot_tensor *w,
   ingot_release(a.in[3]);
   ingot_release(a.in[4]);
   return r ? r : fail_in(op);
+}
+
+ingot_tensor *ingot_moe_experts(const ingot_tensor *x, const ingot_tensor *gate_up_w,
+                                const ingot_tensor *gate_up_scale, const ingot_tensor *down_w,
+                                const ingot_tensor *down_scale, const ingot_tensor *ids,
+                                const ingot_tensor *weights) {
+  const ingot_tensor *ts[3] = {x, down_w, weights};
+  if (!check_tensors("moe_experts", 3, ts) || !check_weight("moe_experts", down_w, down_scale))
+    return NULL;
+  ingot_tensor *h = gate_up(x, gate_up_w, gate_up_scale, ids, down_w);
+  if (!h) return NULL;
+  ingot_tensor *y = ingot_moe_down(h, down_w, down_scale, ids, weights);
+  ingot_release(h);
+  return y;
 }

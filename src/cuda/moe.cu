@@ -105,6 +105,8 @@ struct MoeParams {
   int T, k, E;
   int64_t rows, cols;  // weight rows per expert and the dot length
   bool vec;            // every weight row starts 16-byte aligned (cols*es % 16 == 0)
+  const char *next_w;  // gate_up: the down weight read next, or NULL (an L2 prefetch hint)
+  int64_t next_bytes;  // bytes of one expert of next_w (a multiple of 16)
 };
 
 __device__ __forceinline__ float load_a(const void *p, int dt, int64_t i) {
@@ -181,7 +183,7 @@ constexpr int pairs_per_item() {
 // from (it % tiles) * NP). prefetch_item asks L2 for its gate and up rows.
 template <class WT>
 __device__ __forceinline__ void prefetch_item(const MoeParams &p, const int *sid, int64_t it,
-                                              int64_t nitems, int64_t tiles) {
+                                              int64_t nitems, int64_t tiles, uint64_t policy) {
   constexpr int NP = pairs_per_item<WT>();
   if (it >= nitems) return;
   const int s = (int)(it / tiles), e = sid[s];
@@ -189,13 +191,26 @@ __device__ __forceinline__ void prefetch_item(const MoeParams &p, const int *sid
   const int64_t I = p.rows / 2, i0 = (it - (int64_t)s * tiles) * NP;
   const int64_t bytes = (I - i0 < NP ? I - i0 : NP) * p.cols * (int64_t)sizeof(WT);
   const WT *wg = static_cast<const WT *>(p.w) + ((int64_t)e * p.rows + i0) * p.cols;
-  prefetch_l2(wg, bytes);
-  prefetch_l2(wg + I * p.cols, bytes);
+  prefetch_l2(wg, bytes, policy);
+  prefetch_l2(wg + I * p.cols, bytes, policy);
+}
+
+// Piece `tile` of `tiles` of expert e's down weight (next_w) into L2 at normal
+// priority: spread over gate_up's items, so the down kernel reads from L2.
+__device__ __forceinline__ void prefetch_next(const MoeParams &p, int e, int64_t tile,
+                                              int64_t tiles) {
+  const int64_t per = ((p.next_bytes + tiles - 1) / tiles + 15) & ~(int64_t)15;
+  const int64_t off = tile * per;
+  if (off >= p.next_bytes) return;
+  prefetch_l2(p.next_w + (int64_t)e * p.next_bytes + off,
+              p.next_bytes - off < per ? p.next_bytes - off : per);
 }
 
 // A persistent grid: each block stages x once, then each warp walks items
 // it = global warp, + grid warps, ...; one item ahead of the warp is always
 // being prefetched into L2 (besides the kLoads loads per lane of the item).
+// These rows are read once: evict-first, so that the down rows prefetched
+// meanwhile (next_w) stay in L2.
 template <class WT, int NT>
 __global__ void __launch_bounds__(kThreads) gate_up_gemv(MoeParams p) {
   constexpr int VEC = Wfmt<WT>::VEC, NP = pairs_per_item<WT>(), LU = kLoads / (2 * NP);
@@ -217,13 +232,15 @@ __global__ void __launch_bounds__(kThreads) gate_up_gemv(MoeParams p) {
       if (sid[q] == e) first = first && q >= (int)threadIdx.x, m |= 1u << (q / p.k);
     smask[threadIdx.x] = first ? m : 0u;
   }
-  if (p.vec && lane == 0) prefetch_item<WT>(p, sid, gw, nitems, tiles);  // flies while x is staged
+  const uint64_t pol = l2_evict_first();
+  if (p.vec && lane == 0)
+    prefetch_item<WT>(p, sid, gw, nitems, tiles, pol);  // flies while x is staged
   stage_rows<VEC>(xs, p.a, p.a_dt, p.T, (int)K, p.vec);
   __syncthreads();  // the only barrier after the ids'
 
   const WT *w = static_cast<const WT *>(p.w);
   for (int64_t it = gw; it < nitems; it += gstride) {
-    if (p.vec && lane == 0) prefetch_item<WT>(p, sid, it + gstride, nitems, tiles);
+    if (p.vec && lane == 0) prefetch_item<WT>(p, sid, it + gstride, nitems, tiles, pol);
     const int s = (int)(it / tiles);
     const unsigned mask = smask[s];
     if (!mask) continue;  // an earlier slot's item does this expert for every token
@@ -235,6 +252,7 @@ __global__ void __launch_bounds__(kThreads) gate_up_gemv(MoeParams p) {
           for (int pp = 0; pp < NP && i0 + pp < I; pp++) p.out[q * I + i0 + pp] = NAN;
       continue;
     }
+    if (p.next_w && lane == 0) prefetch_next(p, e, it - (int64_t)s * tiles, tiles);
     const WT *wg = w + ((int64_t)e * p.rows + i0) * K;  // gate row i0 + pp at wg + pp * K
     const WT *wu = wg + I * K;
     float ag[NP][NT], au[NP][NT];
@@ -251,9 +269,9 @@ __global__ void __launch_bounds__(kThreads) gate_up_gemv(MoeParams p) {
           for (int uu = 0; uu < LU; uu++) {
             const int64_t c = c0 + (int64_t)uu * 32;
             const bool ok = c < nch && i0 + pp < I;
-            g[pp][uu] = ok ? ld_stream(reinterpret_cast<const uint4 *>(wg + pp * K) + c)
+            g[pp][uu] = ok ? ld_stream(reinterpret_cast<const uint4 *>(wg + pp * K) + c, pol)
                            : make_uint4(0, 0, 0, 0);
-            u[pp][uu] = ok ? ld_stream(reinterpret_cast<const uint4 *>(wu + pp * K) + c)
+            u[pp][uu] = ok ? ld_stream(reinterpret_cast<const uint4 *>(wu + pp * K) + c, pol)
                            : make_uint4(0, 0, 0, 0);
           }
 #pragma unroll
@@ -755,6 +773,13 @@ ingot_status check_sizes(const char *op, const ingot_tensor *ids, const ingot_te
 ingot_status k_gate_up(ingot_op_args *a) {
   MoeParams p = params(a->in[0], a->in[1], a->in[2], a->in[3], a->out[0]);
   if ((int64_t)p.T * p.k * (p.rows / 2) == 0) return INGOT_OK;
+  const ingot_tensor *nw = a->nin > 4 ? a->in[4] : NULL;  // the down weight: prefetch hint
+  if (nw && ingot_shape(nw)[0] == p.E) {
+    p.next_bytes =
+        ingot_shape(nw)[1] * ingot_shape(nw)[2] * (int64_t)ingot_dtype_size(ingot_dtype_of(nw));
+    p.next_w = (const char *)ingot_tensor_data(nw);
+    if (p.next_bytes % 16 != 0 || (uintptr_t)p.next_w % 16 != 0) p.next_w = NULL;
+  }
   ingot_status st = check_sizes("moe_gate_up", a->in[2], a->in[1]);
   return st ? st : run_experts(true, p, a->in[1], p.rows / 2, p.T);
 }

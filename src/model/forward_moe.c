@@ -1,8 +1,8 @@
 /* The sparse expert MLP of qwen3_moe on the tensor forward (forward_dev.h):
  * the same block as moe_block.c's raw CPU path, written with ops only.
  * router linear -> ingot_moe_route (softmax, top-k, renormalise if
- * norm_topk_prob) -> ingot_moe_gate_up over the experts packed into one
- * [E, 2I, dim] tensor -> ingot_moe_down over [E, dim, I], plus the shared
+ * norm_topk_prob) -> ingot_moe_experts (gate/up over the experts packed into
+ * one [E, 2I, dim] tensor, then down over [E, dim, I]), plus the shared
  * expert scaled by sigmoid(shared_expert_gate . x) where the config has one.
  * Experts keep the checkpoint's dtype (f8e4m3fn ones with their per-row
  * scales). Expert ids stay on the device, so the block is capturable. */
@@ -106,8 +106,8 @@ ingot_tensor *dev_moe_forward(const dev_moe *m, const ingot_model_config *c,
   ingot_tensor *logits = dev_linear(xb, &m->router);
   if (!logits || ingot_moe_route(logits, c->n_experts_used, c->norm_topk_prob, &weights, &ids))
     return NULL;
-  ingot_tensor *h = ingot_moe_gate_up(xb, m->gate_up, m->gate_up_scale, ids);
-  ingot_tensor *y = ingot_moe_down(h, m->down, m->down_scale, ids, weights);
+  ingot_tensor *y =
+      ingot_moe_experts(xb, m->gate_up, m->gate_up_scale, m->down, m->down_scale, ids, weights);
   if (!y || !m->has_shared) return y;
   ingot_tensor *sh =
       dev_linear(ingot_swiglu(dev_linear(xb, &m->sh_gate), dev_linear(xb, &m->sh_up)), &m->sh_down);

@@ -83,7 +83,7 @@ GROUPED_T = [9, 40, 130]
 @pytest.mark.parametrize("xdt", [F32, BF16], ids=lambda d: NAMES[d])
 @pytest.mark.parametrize("T", GEMV_T + GROUPED_T)
 @pytest.mark.parametrize("E,k,K,NI", [(8, 2, 256, 96), (128, 8, 528, 40), (4, 1, 37, 13),
-                                      (6, 3, 100, 33)])
+                                      (6, 3, 100, 33), (5, 2, 272, 45)])
 def test_gate_up(wdt, xdt, T, E, k, K, NI):
     x = RNG.standard_normal((T, K)).astype(xdt)
     w, scale = rand_weights(RNG, E, 2 * NI, K, wdt)
@@ -102,7 +102,7 @@ def test_gate_up_f16_x(T):
 @pytest.mark.parametrize("wdt", WDTS, ids=lambda d: NAMES[d])
 @pytest.mark.parametrize("T", GEMV_T + GROUPED_T)
 @pytest.mark.parametrize("E,k,K,NI", [(8, 2, 96, 256), (128, 8, 40, 528), (4, 1, 13, 37),
-                                      (6, 3, 33, 100)])
+                                      (6, 3, 33, 100), (16, 4, 72, 40)])
 def test_down(wdt, T, E, k, K, NI):
     h = RNG.standard_normal((T, k, NI)).astype(np.float32)
     w, scale = rand_weights(RNG, E, K, NI, wdt)
@@ -175,6 +175,41 @@ def test_qwen3_30b_a3b_layer_t1(wdt):
     diff("ingot_moe_down", h, tensor(wd), opt(sd), ids, weights, tol=tol(k * NI, k))
 
 
+# ---- both products in one call (gate_up prefetches the down rows into L2) ----
+
+@pytest.mark.parametrize("wdt", WDTS, ids=lambda d: NAMES[d])
+@pytest.mark.parametrize("T", [1, 2, 5, 8, 9, 40])
+@pytest.mark.parametrize("E,k,K,NI", [(8, 2, 256, 96), (6, 3, 100, 33), (5, 2, 272, 45),
+                                      (64, 8, 512, 128)])
+def test_experts(wdt, T, E, k, K, NI):
+    # (6, 3, 100, 33): down experts of 6600 bytes (bf16), not a multiple of 16: no prefetch.
+    x = RNG.standard_normal((T, K)).astype(BF16)
+    wgu, sgu = rand_weights(RNG, E, 2 * NI, K, wdt)
+    wd, sd = rand_weights(RNG, E, K, NI, wdt)
+    ids = rand_ids(RNG, T, k, E, distinct=T != 5)
+    wts = RNG.uniform(0, 1, (T, k)).astype(np.float32)
+    diff("ingot_moe_experts", tensor(x), tensor(wgu), opt(sgu), tensor(wd), opt(sd), tensor(ids),
+         tensor(wts), tol=tol(k * max(K, NI), k))
+
+
+@pytest.mark.parametrize("wdt", [BF16, F8], ids=lambda d: NAMES[d])
+def test_experts_qwen3_30b_a3b_t1(wdt):
+    # The benchmark's shape through the one-call path: 6144 gate_up items over the
+    # persistent grid, every chosen expert's 3 MB (bf16) down weight prefetched.
+    E, k, K, NI = 128, 8, 2048, 768
+    x = RNG.standard_normal((1, K)).astype(BF16)
+    if wdt == BF16:
+        wgu, wd, sgu, sd = random_bits_bf16((E, 2 * NI, K)), random_bits_bf16((E, K, NI)), None, None
+    else:
+        wgu, wd = random_bits_f8((E, 2 * NI, K)), random_bits_f8((E, K, NI))
+        sgu = (RNG.uniform(0.5, 1.5, (E, 2 * NI)) / 2048).astype(np.float32)
+        sd = (RNG.uniform(0.5, 1.5, (E, K)) / 2048).astype(np.float32)
+    ids = rand_ids(RNG, 1, k, E)
+    wts = RNG.dirichlet(np.ones(k), 1).astype(np.float32)
+    diff("ingot_moe_experts", tensor(x), tensor(wgu), opt(sgu), tensor(wd), opt(sd), tensor(ids),
+         tensor(wts), tol=tol(k * NI, k))
+
+
 # ---- bad ids: no fault, NaN where they were used ----
 
 def test_bad_ids_give_nan_rows():
@@ -202,6 +237,11 @@ def test_bad_ids_give_nan_rows():
         yref = to_numpy(call("ingot_moe_down", hh, tensor(wd), None, tensor(ids), tensor(wts)))
         assert np.isnan(y[:2]).all()
         np.testing.assert_allclose(y[2:], yref[2:], *tol(k * NI, k))
+        y1 = to_numpy(call("ingot_moe_experts", *[to_device(tensor(a)) for a in (x, w)], None,
+                           to_device(tensor(wd)), None, to_device(tensor(bad)),
+                           to_device(tensor(wts))))
+        assert np.isnan(y1[:2]).all()
+        np.testing.assert_allclose(y1[2:], yref[2:], *tol(k * NI, k))
 
 
 # ---- a whole layer in a device graph ----

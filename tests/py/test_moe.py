@@ -178,6 +178,50 @@ def test_layer(wdt, T):
     np.testing.assert_allclose(to_numpy(y), ry, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("wdt", WDTS, ids=lambda d: NAMES[d])
+@pytest.mark.parametrize("T", [1, 5, 9])
+def test_experts(wdt, T):
+    # ingot_moe_experts = moe_down(moe_gate_up(...)): the same kernels, equal bits.
+    E, k, K, NI = 8, 3, 48, 24
+    x = RNG.standard_normal((T, K)).astype(BF16)
+    wgu, sgu = rand_weights(RNG, E, 2 * NI, K, wdt)
+    wd, sd = rand_weights(RNG, E, K, NI, wdt)
+    ids = rand_ids(RNG, T, k, E)
+    wts = RNG.uniform(0, 1, (T, k)).astype(np.float32)
+    opt = lambda a: None if a is None else tensor(a)
+    y = call("ingot_moe_experts", tensor(x), tensor(wgu), opt(sgu), tensor(wd), opt(sd),
+             tensor(ids), tensor(wts))
+    h = call("ingot_moe_gate_up", tensor(x), tensor(wgu), opt(sgu), tensor(ids))
+    y2 = call("ingot_moe_down", h, tensor(wd), opt(sd), tensor(ids), tensor(wts))
+    np.testing.assert_array_equal(to_numpy(y), to_numpy(y2))
+    ry = down_ref(gate_up_ref(x, wgu, sgu, ids), wd, sd, ids, wts)
+    np.testing.assert_allclose(to_numpy(y), ry, rtol=1e-4, atol=1e-4)
+
+
+def test_experts_errors():
+    x = tensor(np.zeros((2, 16), np.float32))
+    wgu = tensor(np.zeros((4, 8, 16), BF16))
+    wd = tensor(np.zeros((4, 16, 4), BF16))
+    ids = tensor(np.zeros((2, 2), np.int32))
+    wts = tensor(np.ones((2, 2), np.float32))
+    e = "ingot_moe_experts"
+    call(e, x, wgu, None, wd, None, ids, wts)  # the valid call the others vary
+    raises("moe_experts: w must be bfloat16", e, x, wgu, None,
+           tensor(np.zeros((4, 16, 4), np.int8)), None, ids, wts)
+    raises("moe_experts: scale must be \\[4, 16\\]", e, x, wgu, None, wd,
+           tensor(np.ones((4, 4), np.float32)), ids, wts)
+    raises("moe_down: h has I = 4 but w rows have 5", e, x, wgu, None,
+           tensor(np.zeros((4, 16, 5), BF16)), None, ids, wts)
+    raises("moe_down: weights must be \\[2, 2\\]", e, x, wgu, None, wd, None, ids,
+           tensor(np.ones((2, 3), np.float32)))
+    raises("moe_gate_up: x has K = 16 but w rows have 12", e, x,
+           tensor(np.zeros((4, 8, 12), BF16)), None, wd, None, ids, wts)
+    raises("moe_gate_up: expert id 4 at position 3 is out of range", e, x, wgu, None, wd, None,
+           tensor(np.array([[0, 1], [2, 4]], np.int32)), wts)
+    raises("NULL", e, x, wgu, None, None, None, ids, wts)
+    raises("NULL", e, x, wgu, None, wd, None, ids, None)
+
+
 def test_empty():
     w, _ = rand_weights(RNG, 4, 8, 16, BF16)
     x = np.zeros((0, 16), np.float32)
