@@ -99,6 +99,23 @@ def test_gate_up_f16_x(T):
          tol=tol(264))
 
 
+@pytest.mark.parametrize("xdt", [F32, BF16, F16], ids=lambda d: NAMES[d])
+@pytest.mark.parametrize("T", [1, 3, 8])
+def test_gate_up_x_at_odd_offset(xdt, T):
+    # x a contiguous view one element into its storage: the staging cannot take
+    # 4 elements a load (they would be misaligned) and must fall back to one.
+    E, k, K, NI = 8, 2, 256, 40
+    x = RNG.standard_normal((T, K)).astype(xdt)
+    flat = np.concatenate([np.zeros(1, xdt), x.ravel()])
+    dx = call("ingot_as_strided", to_device(tensor(flat)), 2, [T, K], [K, 1], 1)
+    w, scale = rand_weights(RNG, E, 2 * NI, K, BF16)
+    ids = rand_ids(RNG, T, k, E)
+    want = to_numpy(call("ingot_moe_gate_up", tensor(x), tensor(w), None, tensor(ids)))
+    got = to_numpy(call("ingot_moe_gate_up", dx, to_device(tensor(w)), None,
+                        to_device(tensor(ids))))
+    np.testing.assert_allclose(got, want, *tol(K))
+
+
 @pytest.mark.parametrize("wdt", WDTS, ids=lambda d: NAMES[d])
 @pytest.mark.parametrize("T", GEMV_T + GROUPED_T)
 @pytest.mark.parametrize("E,k,K,NI", [(8, 2, 96, 256), (128, 8, 40, 528), (4, 1, 13, 37),
