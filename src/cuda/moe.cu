@@ -8,16 +8,26 @@
 // GATE_UP / DOWN for T <= 8 (decode): expert GEMV kernels that read only the
 //   chosen experts' rows with 16-byte streaming loads and f32 accumulation;
 //   an expert chosen by several tokens is read once and applied to all of
-//   them (dedup over the T*k slots inside each block). x (gate_up) or h
-//   (down) is staged in shared memory as f32, in the interleaved layout of
-//   gemv.cu (piece q of chunk c at (q*nch + c)*4: conflict-free float4 reads).
-//   gate_up: a warp per output pair (gate row i, up row I+i), both rows in
-//   the same pass, h = silu(g) * u in the epilogue; grid (I/8, T*k slots),
-//   blocks whose slot repeats an earlier slot's expert exit at once.
-//   down: a warp per output column n; the (expert, chunk) pairs of all the
-//   chosen experts are flattened over the lanes so 8 loads per lane are in
-//   flight; each token's sum over its k experts is reduced inside the warp
-//   (no float atomics: deterministic).
+//   them (dedup over the T*k slot ids, which each block first copies to
+//   shared memory). x (gate_up) or h (down) is staged in shared memory as
+//   f32, 4 elements a load, in the interleaved layout of gemv.cu (piece q of
+//   chunk c at (q*nch + c)*4: conflict-free float4 reads). DRAM is kept busy
+//   by L2 bulk prefetches (cp.async.bulk.prefetch: no registers, no wait),
+//   not only by the loads a warp's registers can hold.
+//   gate_up: a persistent grid (<= 2 blocks per SM); each block stages x
+//   once, then each warp walks items of NP row pairs (gate row i, up row
+//   I+i; NP = 1, f8: 2, so 16 loads per lane are in flight), h = silu(g)*u
+//   in the epilogue. A warp prefetches its next item into L2 while it loads
+//   the current one; these rows are read once (L2 evict-first). With a down
+//   weight as hint (ingot_moe_experts), each item also prefetches its share
+//   of the expert's down rows at normal priority, so the down kernel reads L2.
+//   down: a warp per output column n, a block per 8 columns; the block first
+//   prefetches its 8 rows of every chosen expert (one contiguous piece per
+//   expert), then stages h. The (expert, chunk) pairs of all chosen experts
+//   are flattened over the lanes (8 loads per lane in flight); a slot list
+//   per expert applies a chunk to every slot that chose it; each token's sum
+//   over its k experts is reduced inside the warp (no float atomics:
+//   deterministic).
 // T > 8 (or staging too large): the T*k (token, slot) pairs are sorted by
 //   expert on the device (one block: counts, a scan into offsets and row-tile
 //   starts, placement), then a grouped tiled GEMM (32x32 tiles, f32 SIMT)
