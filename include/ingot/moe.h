@@ -23,6 +23,13 @@ extern "C" {
 ingot_status ingot_moe_route(const ingot_tensor *logits, int k, bool renorm, ingot_tensor **weights,
                              ingot_tensor **ids);
 
+/* The router linear and the routing in one op: logits = x · router^T in f32
+ * (x [T,D], router [E,D]; f32/bf16/f16 each, any strides), then as
+ * ingot_moe_route(logits, k, renorm, weights, ids). On CUDA at decode
+ * (T <= 8) one kernel does both (no logits tensor, one launch fewer). */
+ingot_status ingot_moe_route_linear(const ingot_tensor *x, const ingot_tensor *router, int k,
+                                    bool renorm, ingot_tensor **weights, ingot_tensor **ids);
+
 /* Gate and up of the chosen experts: h [T,k,I] f32 with h[t,j] =
  * silu(x[t] · G^T) * (x[t] · U^T), G = rows [0,I) and U = rows [I,2I) of
  * w[ids[t,j]] (each row times scale[e, row] when scale is given).

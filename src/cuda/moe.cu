@@ -35,10 +35,13 @@
 //   that a last kernel sums over k in slot order (deterministic).
 // Out-of-range ids never read out of bounds: their h rows (gate_up) or their
 // token's y row (down) are NaN.
+#include <cooperative_groups.h>
 #include <math.h>
 
 #include "cuda_common.cuh"
 #include "weight_chunk.cuh"
+
+namespace cg = cooperative_groups;
 
 namespace {
 
@@ -62,18 +65,11 @@ __device__ __forceinline__ bool route_better(float a, int ia, float b, int ib) {
   return a > b || (a == b && ia < ib);
 }
 
-// A warp per token (blocks of one warp: no barriers, E limited only by shared memory).
-template <class T>
-__global__ void __launch_bounds__(32)
-    route_kernel(const T *logits, int E, int k, bool renorm, float *wout, int32_t *ids) {
-  extern __shared__ float rs[];  // E logits as f32, then E taken flags
-  unsigned char *taken = reinterpret_cast<unsigned char *>(rs + E);
-  const int lane = threadIdx.x;
-  const int64_t t = blockIdx.x;
-  const T *row = logits + t * E;
-  int32_t *id = ids + t * k;
-  for (int e = lane; e < E; e += 32) rs[e] = to_acc(row[e]), taken[e] = 0;
-  __syncwarp();
+// One warp routes one token: rs = its E logits as f32 and taken = E zero
+// flags, both in shared memory and visible to the warp; w, id its k outputs.
+__device__ void route_warp(const float *rs, unsigned char *taken, int E, int k, bool renorm,
+                           float *w, int32_t *id) {
+  const int lane = threadIdx.x % 32;
   for (int j = 0; j < k; j++) {
     float bv = 0.f;
     int bi = -1;
@@ -94,12 +90,25 @@ __global__ void __launch_bounds__(32)
   for (int e = lane; e < E; e += 32) s += expf(rs[e] - m);
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-  float *w = wout + t * k, ks = 0.f;
+  float ks = 0.f;
   for (int j = lane; j < k; j += 32) ks += (w[j] = expf(rs[id[j]] - m) / s);
   if (!renorm) return;
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) ks += __shfl_xor_sync(0xffffffffu, ks, o);
   for (int j = lane; j < k; j += 32) w[j] /= ks;
+}
+
+// A warp per token (blocks of one warp: no barriers, E limited only by shared memory).
+template <class T>
+__global__ void __launch_bounds__(32)
+    route_kernel(const T *logits, int E, int k, bool renorm, float *wout, int32_t *ids) {
+  extern __shared__ float rs[];  // E logits as f32, then E taken flags
+  unsigned char *taken = reinterpret_cast<unsigned char *>(rs + E);
+  const int64_t t = blockIdx.x;
+  const T *row = logits + t * E;
+  for (int e = threadIdx.x; e < E; e += 32) rs[e] = to_acc(row[e]), taken[e] = 0;
+  __syncwarp();
+  route_warp(rs, taken, E, k, renorm, wout + t * k, ids + t * k);
 }
 
 // ---- shared pieces of the expert kernels ----
@@ -509,6 +518,139 @@ __global__ void __launch_bounds__(kThreads) down_gemv(MoeParams p) {
   }
 }
 
+// ---- router linear + routing (MOE_ROUTE with nin 2) ----
+
+struct RouterParams {
+  const void *x;  // [T, D] of x_dt
+  int x_dt;
+  const void *w;  // router [E, D]
+  int T, E, k;
+  int64_t D;
+  bool renorm, vec;  // vec: router rows 16-byte aligned
+  float *wout;       // [T, k]
+  int32_t *ids;      // [T, k]
+};
+
+constexpr int kCluster = 8;         // blocks of the router cluster (the portable maximum)
+constexpr int kClusterMaxE = 1024;  // its logits [T, E] live in block 0's shared memory
+constexpr int kRouterRows = 2;      // router rows per warp step (16 loads per lane in flight)
+
+// acc[r][t] += router rows (w0 + r * stride rows) . x[t] for the warp's lanes;
+// the caller reduces. xs: x staged as f32 (interleaved when vec).
+template <class WT>
+__device__ __forceinline__ void router_dots(const RouterParams &p, const float *xs, int e0,
+                                            int stride, float (&acc)[kRouterRows][kGemvTokens]) {
+  constexpr int VEC = Wfmt<WT>::VEC;
+  const int lane = threadIdx.x % 32;
+  const int64_t D = p.D, nch = D / VEC;
+  const WT *w = static_cast<const WT *>(p.w);
+  if (p.vec) {
+    for (int64_t c0 = lane; c0 < nch; c0 += 32 * kU) {
+      uint4 v[kRouterRows][kU];
+#pragma unroll
+      for (int r = 0; r < kRouterRows; r++)
+#pragma unroll
+        for (int u = 0; u < kU; u++) {
+          const int64_t c = c0 + (int64_t)u * 32;
+          const int e = e0 + r * stride;
+          v[r][u] = c < nch && e < p.E
+                        ? ld_stream(reinterpret_cast<const uint4 *>(w + (int64_t)e * D) + c)
+                        : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+      for (int u = 0; u < kU; u++) {
+        const int64_t c = c0 + (int64_t)u * 32;
+        if (c >= nch) break;
+#pragma unroll
+        for (int q = 0; q < VEC / 4; q++)
+#pragma unroll
+          for (int t = 0; t < kGemvTokens; t++) {
+            if (t >= p.T) break;
+            const float4 xv = *reinterpret_cast<const float4 *>(xs + t * D + (q * nch + c) * 4);
+#pragma unroll
+            for (int r = 0; r < kRouterRows; r++) {
+              float f[4];
+              Wfmt<WT>::piece(v[r][u], q, f);
+              acc[r][t] = fmaf(f[0], xv.x, acc[r][t]), acc[r][t] = fmaf(f[1], xv.y, acc[r][t]);
+              acc[r][t] = fmaf(f[2], xv.z, acc[r][t]), acc[r][t] = fmaf(f[3], xv.w, acc[r][t]);
+            }
+          }
+      }
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < kRouterRows; r++) {
+      const int e = e0 + r * stride;
+      if (e >= p.E) break;
+      for (int64_t kk = lane; kk < D; kk += 32) {
+        const float wv = to_acc(w[(int64_t)e * D + kk]);
+#pragma unroll
+        for (int t = 0; t < kGemvTokens; t++)
+          if (t < p.T) acc[r][t] = fmaf(wv, xs[t * D + kk], acc[r][t]);
+      }
+    }
+  }
+}
+
+// T <= 8: one cluster of kCluster blocks. Each block stages x, its warps dot
+// router rows (warp rows e = block rank * 8 + warp, + 64, ...) and write the
+// logits straight into block 0's shared memory (distributed shared memory);
+// after the cluster barrier, warp t of block 0 routes token t. One launch,
+// no logits in global memory, no atomics.
+template <class WT>
+__global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
+    router_route_kernel(RouterParams p) {
+  constexpr int VEC = Wfmt<WT>::VEC;
+  extern __shared__ float4 smem4[];
+  float *xs = reinterpret_cast<float *>(smem4);  // [T][D]
+  float *lg = xs + p.T * p.D;                    // [T][E] (block 0's are used)
+  unsigned char *taken = reinterpret_cast<unsigned char *>(lg + p.T * p.E);  // [T][E]
+  cg::cluster_group cluster = cg::this_cluster();
+  const int rank = (int)cluster.block_rank(), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float *lg0 = cluster.map_shared_rank(lg, 0);
+  for (int i = threadIdx.x; i < p.T * p.E; i += kThreads) taken[i] = 0;
+  stage_rows<VEC>(xs, p.x, p.x_dt, p.T, (int)p.D, p.vec);
+  cluster.sync();  // x staged, and every block of the cluster running before any remote write
+  const int stride = kCluster * kWarps;
+  for (int e0 = rank * kWarps + warp; e0 < p.E; e0 += kRouterRows * stride) {
+    float acc[kRouterRows][kGemvTokens] = {};
+    router_dots<WT>(p, xs, e0, stride, acc);
+#pragma unroll
+    for (int r = 0; r < kRouterRows; r++) warp_sum<kGemvTokens>(acc[r]);
+    if (lane != 0) continue;
+#pragma unroll
+    for (int r = 0; r < kRouterRows; r++) {
+      const int e = e0 + r * stride;
+#pragma unroll
+      for (int t = 0; t < kGemvTokens; t++)
+        if (t < p.T && e < p.E) lg0[t * p.E + e] = acc[r][t];
+    }
+  }
+  cluster.sync();  // every logit written and visible to block 0
+  if (rank != 0 || warp >= p.T) return;
+  route_warp(lg + warp * p.E, taken + warp * p.E, p.E, p.k, p.renorm, p.wout + warp * p.k,
+             p.ids + warp * p.k);
+}
+
+// Any T or E: a warp per (token, expert) logit into logits [T, E] f32; the
+// route kernel follows.
+template <class WT>
+__global__ void __launch_bounds__(kThreads) router_logits_kernel(RouterParams p, float *logits) {
+  const int lane = threadIdx.x % 32;
+  const WT *w = static_cast<const WT *>(p.w);
+  const int64_t n = (int64_t)p.T * p.E;
+  for (int64_t o = (int64_t)blockIdx.x * kWarps + threadIdx.x / 32; o < n;
+       o += (int64_t)gridDim.x * kWarps) {
+    const int64_t t = o / p.E, e = o - t * p.E;
+    float d = 0.f;
+    for (int64_t kk = lane; kk < p.D; kk += 32)
+      d = fmaf(to_acc(w[e * p.D + kk]), load_a(p.x, p.x_dt, t * p.D + kk), d);
+#pragma unroll
+    for (int s = 16; s > 0; s >>= 1) d += __shfl_xor_sync(0xffffffffu, d, s);
+    if (lane == 0) logits[o] = d;
+  }
+}
+
 // ---- T > 8: sort slots by expert, grouped tiled GEMM ----
 
 struct Groups {
@@ -748,13 +890,45 @@ ingot_status run_experts(bool gate, MoeParams p, const ingot_tensor *w, int64_t 
   return st;
 }
 
+// MOE_ROUTE with nin 2: the router cluster at decode, else logits into scratch
+// and the route kernel.
+template <class WT>
+ingot_status route_linear(const RouterParams &p, int dev, cudaStream_t s) {
+  const size_t smem = (size_t)p.T * (size_t)p.D * sizeof(float) + (size_t)p.T * p.E * 5;
+  if (p.T <= kGemvTokens && p.E <= kClusterMaxE && smem <= kGemvSmem) {
+    auto kern = router_route_kernel<WT>;
+    if (smem > 48 * 1024) {
+      ingot_status st = cuda_check(
+          cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+          "moe_route_linear kernel");
+      if (st) return st;
+    }
+    kern<<<kCluster, kThreads, smem, s>>>(p);
+    return launch_status("moe_route_linear kernel");
+  }
+  const int64_t n = (int64_t)p.T * p.E;
+  float *logits = (float *)cuda_scratch_alloc(dev, (size_t)n * sizeof(float), s);
+  if (!logits)
+    return ingot_last_status() ? ingot_last_status()
+                               : ingot_set_error(INGOT_ERR_OOM, "moe_route: out of device memory");
+  router_logits_kernel<WT><<<grid_for(n * 32, kThreads), kThreads, 0, s>>>(p, logits);
+  ingot_status st = launch_status("moe_route_linear logits kernel");
+  if (!st) {
+    route_kernel<float>
+        <<<(unsigned)p.T, 32, (size_t)p.E * 5, s>>>(logits, p.E, p.k, p.renorm, p.wout, p.ids);
+    st = launch_status("moe_route kernel");
+  }
+  cuda_scratch_free(dev, logits, s);
+  return st;
+}
+
 ingot_status k_route(ingot_op_args *a) {
-  const ingot_tensor *L = a->in[0];
-  const int64_t T = ingot_shape(L)[0], E = ingot_shape(L)[1];
+  const ingot_tensor *L = a->in[0], *R = a->nin > 1 ? a->in[1] : NULL;
+  const int64_t T = ingot_shape(L)[0], E = R ? ingot_shape(R)[0] : ingot_shape(L)[1];
   const int k = (int)a->iarg[0];
   if (T == 0) return INGOT_OK;
   const size_t smem = (size_t)E * (sizeof(float) + 1);
-  if (smem > 48 * 1024)
+  if (smem > 48 * 1024 || T > INT32_MAX)
     return ingot_set_error(INGOT_ERR_UNSUPPORTED, "moe_route: at most %d experts on CUDA",
                            (int)(48 * 1024 / (sizeof(float) + 1)));
   const int dev = ingot_device_of(L).index;
@@ -764,6 +938,28 @@ ingot_status k_route(ingot_op_args *a) {
   float *w = (float *)ingot_tensor_data(a->out[0]);
   int32_t *ids = (int32_t *)ingot_tensor_data(a->out[1]);
   const void *l = ingot_tensor_data(L);
+  if (R) {
+    RouterParams p = {};
+    p.x = l;
+    p.x_dt = ingot_dtype_of(L);
+    p.w = ingot_tensor_data(R);
+    p.T = (int)T, p.E = (int)E, p.k = k;
+    p.D = ingot_shape(L)[1];
+    p.renorm = a->iarg[1] != 0;
+    p.vec =
+        (p.D * (int64_t)ingot_dtype_size(ingot_dtype_of(R))) % 16 == 0 && (uintptr_t)p.w % 16 == 0;
+    p.wout = w, p.ids = ids;
+    switch (ingot_dtype_of(R)) {
+      case INGOT_F32:
+        return route_linear<float>(p, dev, s);
+      case INGOT_BF16:
+        return route_linear<bf16_t>(p, dev, s);
+      case INGOT_F16:
+        return route_linear<f16_t>(p, dev, s);
+      default:
+        return ingot_set_error(INGOT_ERR_DTYPE, "moe_route_linear: unsupported router dtype");
+    }
+  }
   switch (ingot_dtype_of(L)) {
     case INGOT_F32:
       route_kernel<float>

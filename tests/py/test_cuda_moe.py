@@ -73,6 +73,37 @@ def test_route_ties_and_special_values():
          tol=(1e-5, 1e-7))
 
 
+@pytest.mark.parametrize("xdt", [F32, BF16], ids=lambda d: NAMES[d])
+@pytest.mark.parametrize("rdt", [F32, BF16, F16], ids=lambda d: NAMES[d])
+@pytest.mark.parametrize("E,k,D", [(8, 2, 64), (128, 8, 2048), (200, 37, 37), (1100, 8, 96)])
+@pytest.mark.parametrize("T", [1, 3, 8, 9, 40])
+def test_route_linear(xdt, rdt, E, k, D, T):
+    # T <= 8 and E <= 1024: the router cluster kernel (D 37: rows not 16-byte
+    # aligned, scalar dots); else the logits kernel + the route kernel. Logits
+    # are O(1) f32 sums in another order: ids equal (no near-ties at these
+    # sizes), weights rtol 2e-5.
+    x = RNG.standard_normal((T, D)).astype(xdt)
+    router = (RNG.standard_normal((E, D)) * (3 / D ** 0.5)).astype(rdt)
+    for renorm in (True, False):
+        diff("ingot_moe_route_linear", tensor(x), tensor(router), k, renorm, OUT_SLOT, OUT_SLOT,
+             tol=(2e-5, 1e-7))
+    diff("ingot_moe_route_linear", transposed(x), transposed(router), k, True, OUT_SLOT, OUT_SLOT,
+         tol=(2e-5, 1e-7))
+
+
+def test_route_linear_special_values():
+    # NaN and infinite inputs make NaN / +-inf logits: the same choices as the CPU.
+    T, E, k, D = 4, 16, 4, 32
+    x = RNG.standard_normal((T, D)).astype(np.float32)
+    router = (RNG.standard_normal((E, D)) / 8).astype(np.float32)
+    x[1, 3] = np.nan
+    x[2, 0] = np.inf
+    router[5] = 0.0  # 0 * inf = NaN in token 2's logit 5
+    router[7, 1] = -np.inf
+    diff("ingot_moe_route_linear", tensor(x), tensor(router), k, True, OUT_SLOT, OUT_SLOT,
+         tol=(2e-5, 1e-7))
+
+
 # ---- gate_up / down ----
 
 GEMV_T = [1, 2, 3, 5, 8]
@@ -302,6 +333,46 @@ def test_layer_graph_capture_and_replay():
             assert np.isfinite(to_numpy(y)).all()
     finally:
         y = want = None  # release the graph's output before its private pool goes
+        lib.ingot_graph_destroy(graph)
+
+
+def test_fused_layer_graph_capture_and_replay():
+    # The one-call path: route_linear (the router cluster kernel) + experts
+    # (gate_up prefetching the down rows), captured and replayed; equal to the
+    # same calls made eagerly and close to the CPU.
+    E, k, K, NI = 32, 4, 256, 64
+    wg = (RNG.standard_normal((E, K)) / 16).astype(BF16)
+    wgu, _ = rand_weights(RNG, E, 2 * NI, K, BF16)
+    wd, _ = rand_weights(RNG, E, K, NI, BF16)
+    dwg, dwgu, dwd = (to_device(tensor(a)) for a in (wg, wgu, wd))
+    dx = to_device(tensor(RNG.standard_normal((1, K)).astype(BF16)))
+
+    def layer(xt, g, gu, d):
+        ws, ids = out_ptr(), out_ptr()
+        call("ingot_moe_route_linear", xt, g, k, True, ws, ids)
+        weights, ids = take(ws), take(ids)
+        return call("ingot_moe_experts", xt, gu, None, d, None, ids, weights)
+
+    want = layer(dx, dwg, dwgu, dwd)  # warm-up outside the capture
+    gc.collect()
+    assert lib.ingot_synchronize(CUDA) == 0
+    assert lib.ingot_graph_begin(CUDA) == 0
+    try:
+        y = layer(dx, dwg, dwgu, dwd)
+    finally:
+        graph = lib.ingot_graph_end(CUDA)
+    assert graph, "graph capture failed"
+    try:
+        for _ in range(3):
+            xn = RNG.standard_normal((1, K)).astype(BF16)
+            call("ingot_copy_", dx, to_device(tensor(xn)))
+            assert lib.ingot_graph_replay(graph) == 0
+            want = layer(dx, dwg, dwgu, dwd)
+            np.testing.assert_allclose(to_numpy(y), to_numpy(want), rtol=1e-6, atol=1e-7)
+            cpu = layer(tensor(xn), tensor(wg), tensor(wgu), tensor(wd))
+            np.testing.assert_allclose(to_numpy(y), to_numpy(cpu), *tol(k * K, k))
+    finally:
+        y = want = None
         lib.ingot_graph_destroy(graph)
 
 

@@ -81,6 +81,46 @@ def test_route_strided_logits_and_empty():
     assert w.shape == (0, 2) and ids.shape == (0, 2)
 
 
+def route_linear(x_t, router_t, k, renorm):
+    ws, ids = out_ptr(), out_ptr()
+    call("ingot_moe_route_linear", x_t, router_t, k, renorm, ws, ids)
+    return take(ws), take(ids)
+
+
+@pytest.mark.parametrize("xdt", [F32, BF16], ids=lambda d: NAMES[d])
+@pytest.mark.parametrize("rdt", [F32, BF16, F16], ids=lambda d: NAMES[d])
+@pytest.mark.parametrize("E,k,D", [(8, 2, 64), (128, 8, 96), (20, 20, 37)])
+@pytest.mark.parametrize("T", [1, 9])
+def test_route_linear(xdt, rdt, E, k, D, T):
+    # Logits = x . router^T (f32 dots), then the routing of test_route.
+    x = RNG.standard_normal((T, D)).astype(xdt)
+    router = (RNG.standard_normal((E, D)) * (3 / D ** 0.5)).astype(rdt)
+    for renorm in (True, False):
+        w, ids = route_linear(tensor(x), tensor(router), k, renorm)
+        rw, rids = route_ref(x.astype(np.float64) @ router.astype(np.float64).T, k, renorm)
+        np.testing.assert_array_equal(to_numpy(ids), rids)
+        np.testing.assert_allclose(to_numpy(w), rw, rtol=2e-5, atol=1e-7)
+    # strided operands: a transposed x and a router view
+    w2, ids2 = route_linear(transposed(x), transposed(router), k, False)
+    np.testing.assert_array_equal(to_numpy(ids2), rids)
+
+
+def test_route_linear_errors():
+    x = tensor(np.zeros((2, 16), np.float32))
+    r = tensor(np.zeros((8, 16), BF16))
+    f = "ingot_moe_route_linear"
+    raises("moe_route_linear: k \\(9\\) must be in \\[1, 8\\]", f, x, r, 9, True, out_ptr(),
+           out_ptr())
+    raises("moe_route_linear: x must be \\[T, D\\] and router \\[E, D\\]", f,
+           tensor(np.zeros(16, np.float32)), r, 2, True, out_ptr(), out_ptr())
+    raises("moe_route_linear: x and router must be float32, bfloat16 or float16", f, x,
+           tensor(np.zeros((8, 16), np.int32)), 2, True, out_ptr(), out_ptr())
+    raises("moe_route_linear: x has D = 16 but router rows have 12", f, x,
+           tensor(np.zeros((8, 12), BF16)), 2, True, out_ptr(), out_ptr())
+    raises("moe_route_linear: NULL output pointer", f, x, r, 2, True, None, None)
+    raises("NULL", f, None, r, 2, True, out_ptr(), out_ptr())
+
+
 def h_tol(x, w, scale, ids, K):
     """atol of h: |u|*dg + |silu(g)|*du with dg, du the f32 dot error bound."""
     href = gate_up_ref(x, w, scale, ids)
