@@ -9,6 +9,14 @@ the sorted grouped GEMM for T > 8 (and T*k > 64); bf16/f16/f32/f8e4m3fn
 weights with and without scales; the Qwen3-30B-A3B layer shape at T = 1
 (E 128, K 2048, I 768, k 8) in bf16 and f8; out-of-range ids (NaN rows, no
 fault); a whole layer captured in a device graph and replayed on new input.
+Second-version paths: the persistent gate_up grid (more items than warps at
+the Qwen shape), f8 items of two row pairs with an odd I, staging 4 elements
+a load and its element-wise fallback (odd K, x at a misaligned offset), down
+rows shorter than a warp's stride (I 40); ingot_moe_experts (gate_up with the
+down weight as L2 prefetch hint, with and without 16-byte expert sizes, bad
+ids); ingot_moe_route_linear (the router cluster kernel for T <= 8 and
+E <= 1024, the logits kernel + route otherwise, strided operands, special
+values) and the fused layer (route_linear + experts) in a graph.
 
 Tolerances: ids must be equal (both devices select by the f32 logits, no
 arithmetic). Routing weights rtol 1e-5 (expf and the sum order differ).
