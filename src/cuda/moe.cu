@@ -5,6 +5,11 @@
 // ROUTE: a warp per token: the row's logits in shared memory as f32, k
 //   rounds of a warp arg-max (NaN largest, ties to the lower id), a warp sum
 //   of expf(x - max) in a fixed order, lanes write the weights.
+// ROUTE with the router (ingot_moe_route_linear), T <= 8, E <= 1024: one
+//   cluster of 8 blocks; each stages x and dots its share of router rows,
+//   the logits go to block 0's shared memory (distributed shared memory),
+//   and after the cluster barrier block 0's warp t routes token t. Larger:
+//   a logits kernel (a warp per logit) into scratch, then the route kernel.
 // GATE_UP / DOWN for T <= 8 (decode): expert GEMV kernels that read only the
 //   chosen experts' rows with 16-byte streaming loads and f32 accumulation;
 //   an expert chosen by several tokens is read once and applied to all of
