@@ -50,7 +50,8 @@ ingot_tensor *ingot_moe_down(const ingot_tensor *h, const ingot_tensor *w,
  * ingot_moe_down(ingot_moe_gate_up(x, gate_up_w, gate_up_scale, ids), down_w,
  * down_scale, ids, weights), the same values; on CUDA at decode the gate/up
  * pass also asks L2 for the chosen experts' down rows, so that the down pass
- * reads them from L2. NULL and an error (nothing made) on bad arguments. */
+ * reads them from L2 (INGOT_MOE_PREFETCH=0 in the environment: not). NULL
+ * and an error (nothing made) on bad arguments. */
 ingot_tensor *ingot_moe_experts(const ingot_tensor *x, const ingot_tensor *gate_up_w,
                                 const ingot_tensor *gate_up_scale, const ingot_tensor *down_w,
                                 const ingot_tensor *down_scale, const ingot_tensor *ids,

@@ -22,6 +22,9 @@
  * MOE_DOWN:    in[0] h f32 [T,k,I], in[1] w [E,K,I], in[2] ids int32 [T,k],
  *              in[3] weights f32 [T,k], in[4] scale f32 [E,K] or NULL;
  *              out[0] y f32 [T,K] = sum_j weights[t,j] * (h[t,j] . w[e] rows). */
+#include <stdlib.h>
+#include <string.h>
+
 #include "internal.h"
 
 static bool is_float16ish(ingot_dtype dt) {
@@ -249,7 +252,10 @@ ingot_tensor *ingot_moe_experts(const ingot_tensor *x, const ingot_tensor *gate_
   const ingot_tensor *ts[3] = {x, down_w, weights};
   if (!check_tensors("moe_experts", 3, ts) || !check_weight("moe_experts", down_w, down_scale))
     return NULL;
-  ingot_tensor *h = gate_up(x, gate_up_w, gate_up_scale, ids, down_w);
+  /* INGOT_MOE_PREFETCH=0: no down-row hint (to measure what it buys) */
+  const char *pf = getenv("INGOT_MOE_PREFETCH");
+  ingot_tensor *h =
+      gate_up(x, gate_up_w, gate_up_scale, ids, pf && strcmp(pf, "0") == 0 ? NULL : down_w);
   if (!h) return NULL;
   ingot_tensor *y = ingot_moe_down(h, down_w, down_scale, ids, weights);
   ingot_release(h);

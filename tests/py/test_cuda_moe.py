@@ -248,6 +248,20 @@ def test_experts(wdt, T, E, k, K, NI):
          tensor(wts), tol=tol(k * max(K, NI), k))
 
 
+@pytest.mark.parametrize("prefetch", ["1", "0"])
+def test_experts_without_the_hint(prefetch, monkeypatch):
+    # INGOT_MOE_PREFETCH=0 drops the down-row hint: the same numbers either way.
+    monkeypatch.setenv("INGOT_MOE_PREFETCH", prefetch)
+    T, E, k, K, NI = 2, 16, 4, 256, 64
+    x = RNG.standard_normal((T, K)).astype(BF16)
+    wgu, _ = rand_weights(RNG, E, 2 * NI, K, BF16)
+    wd, _ = rand_weights(RNG, E, K, NI, BF16)
+    ids = rand_ids(RNG, T, k, E)
+    wts = RNG.uniform(0, 1, (T, k)).astype(np.float32)
+    diff("ingot_moe_experts", tensor(x), tensor(wgu), None, tensor(wd), None, tensor(ids),
+         tensor(wts), tol=tol(k * K, k))
+
+
 @pytest.mark.parametrize("wdt", [BF16, F8], ids=lambda d: NAMES[d])
 def test_experts_qwen3_30b_a3b_t1(wdt):
     # The benchmark's shape through the one-call path: 6144 gate_up items over the
