@@ -1,9 +1,14 @@
 /* decode_qwen3moe_30b_a3b(_fp8) of WORKLOADS.md: the whole Qwen3-30B-A3B
  * network with random weights made on the device (ingot_model_random),
  * prompt 128 token ids, 64 new tokens greedy through ingot_generate (the
- * decode step replayed as a device graph). Reports decode tokens/s, the
- * median over runs after one warm-up generation; the prompt's tokens/s goes
- * to stderr. */
+ * decode step replayed as a device graph). Decode tokens/s is that of the
+ * steady state: every generation captures and instantiates its decode graph
+ * at its first step (~1000 nodes, milliseconds, against ~2 ms a token), so a
+ * run generates SHORT_TOKENS and then NEW_TOKENS tokens from the same prompt
+ * and times the difference, NEW_TOKENS - SHORT_TOKENS steps that differ
+ * only in their positions (the capture, the first step and the prompt
+ * cancel). The median over runs after one warm-up run is reported; the
+ * prompt's tokens/s and the plain 64-token rate (capture included) go to stderr. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -11,6 +16,7 @@
 
 #define PROMPT_TOKENS 128
 #define NEW_TOKENS 64
+#define SHORT_TOKENS 8
 
 static ingot_model_config qwen3_30b_a3b(void) {
   return (ingot_model_config){.arch = INGOT_ARCH_QWEN3_MOE,
@@ -48,20 +54,24 @@ void bench_decode_qwen3moe(bench_ctx *c, bool fp8) {
   int32_t prompt[PROMPT_TOKENS], out[NEW_TOKENS];
   for (int i = 0; i < PROMPT_TOKENS; i++) prompt[i] = (int32_t)((i * 7919 + 13) % cfg.vocab);
   ingot_generate_options o = ingot_generate_defaults();
-  o.max_tokens = NEW_TOKENS;
   o.stop_at_eos = false;
   o.sample.temperature = 0;
   bool ok = m && dec;
-  double pre = 0;
+  double pre = 0, plain = 0;
   for (int r = -1; r < c->runs && ok; r++) { /* r = -1: warm-up */
-    ingot_generate_stats st;
-    int64_t n = 0;
-    ingot_model_reset(m);
-    ok = !ingot_generate(m, prompt, PROMPT_TOKENS, &o, NULL, NULL, out, NEW_TOKENS, &n, &st) &&
-         n == NEW_TOKENS;
+    ingot_generate_stats st[2];
+    const int want[2] = {SHORT_TOKENS, NEW_TOKENS};
+    for (int g = 0; g < 2 && ok; g++) {
+      int64_t n = 0;
+      o.max_tokens = want[g];
+      ingot_model_reset(m);
+      ok = !ingot_generate(m, prompt, PROMPT_TOKENS, &o, NULL, NULL, out, NEW_TOKENS, &n, &st[g]) &&
+           n == want[g];
+    }
     if (ok && r >= 0) {
-      dec[r] = st.decode_seconds;
-      pre += st.prompt_tps / c->runs;
+      dec[r] = st[1].decode_seconds - st[0].decode_seconds;
+      pre += st[1].prompt_tps / c->runs;
+      plain += st[1].decode_tps / c->runs;
     }
   }
   bench_result res = {.metric = "tokens/s", .reference_value = -1};
@@ -73,10 +83,12 @@ void bench_decode_qwen3moe(bench_ctx *c, bool fp8) {
   if (ok) {
     qsort(dec, (size_t)c->runs, sizeof *dec, cmp_double);
     t = dec[c->runs / 2];
-    fprintf(stderr, "%s: prompt %.0f tokens/s (mean), decode %.1f tokens/s (median)\n", id, pre,
-            NEW_TOKENS / t);
+    fprintf(stderr,
+            "%s: prompt %.0f tokens/s (mean), decode %.1f tokens/s (median, steady state), "
+            "%.1f tokens/s over all %d tokens (mean, graph capture included)\n",
+            id, pre, (NEW_TOKENS - SHORT_TOKENS) / t, plain, NEW_TOKENS);
   }
-  bench_record(c, &res, ok, t, -1, NEW_TOKENS, 1.0);
+  bench_record(c, &res, ok, t, -1, NEW_TOKENS - SHORT_TOKENS, 1.0);
   free(dec);
   ingot_model_free(m);
 }

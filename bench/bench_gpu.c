@@ -416,26 +416,24 @@ static void bench_linalg(bench_ctx *c) {
 }
 
 /* ---- one MoE FFN of Qwen3-30B-A3B at batch 1 (torch_anchors.py "moe"):
- * router GEMV, route (softmax, top-8, renormalise), gate/up + SiLU*up, down +
- * weighted sum; timed eagerly and as graph replays. The inputs rotate over
- * MOE_INPUTS tokens (different experts) so that the active 76 MB, which is
- * more than L2, is not served from one fixed set. ---- */
+ * router GEMV + route (softmax, top-8, renormalise) in ingot_moe_route_linear,
+ * gate/up + SiLU*up and down + weighted sum in ingot_moe_experts (as
+ * forward_moe.c runs a layer); timed eagerly and as graph replays. The
+ * inputs rotate over MOE_INPUTS tokens (different experts) so that the
+ * active 76 MB, which is more than L2, is not served from one fixed set. ---- */
 #define MOE_INPUTS 4
 typedef struct moe_arg {
-  ingot_tensor *x[MOE_INPUTS], *wg_t, *gate_up, *down, *s_gu, *s_d;
+  ingot_tensor *x[MOE_INPUTS], *wg, *gate_up, *down, *s_gu, *s_d;
   ingot_graph *graph[MOE_INPUTS];
   ingot_tensor *gy[MOE_INPUTS]; /* the outputs the graphs write */
 } moe_arg;
 
 static ingot_tensor *moe_layer(const moe_arg *m, const ingot_tensor *x) {
-  ingot_tensor *logits = ingot_matmul(x, m->wg_t), *w = NULL, *ids = NULL, *h = NULL, *y = NULL;
-  if (logits && ingot_moe_route(logits, 8, true, &w, &ids) == INGOT_OK &&
-      (h = ingot_moe_gate_up(x, m->gate_up, m->s_gu, ids)))
-    y = ingot_moe_down(h, m->down, m->s_d, ids, w);
-  ingot_release(logits);
+  ingot_tensor *w = NULL, *ids = NULL, *y = NULL;
+  if (ingot_moe_route_linear(x, m->wg, 8, true, &w, &ids) == INGOT_OK)
+    y = ingot_moe_experts(x, m->gate_up, m->s_gu, m->down, m->s_d, ids, w);
   ingot_release(w);
   ingot_release(ids);
-  ingot_release(h);
   return y;
 }
 
@@ -474,12 +472,10 @@ static void bench_moe(bench_ctx *c, bool fp8) {
   const int64_t H = 2048, E = 128, I = 768, K = 8;
   ingot_dtype wdt = fp8 ? INGOT_F8E4M3FN : INGOT_BF16;
   moe_arg m = {0};
-  ingot_tensor *wg = randn_as(2, (int64_t[]){E, H}, INGOT_BF16, c->dev);
-  m.wg_t = wg ? ingot_transpose(wg, 0, 1) : NULL;
-  ingot_release(wg);
+  m.wg = randn_as(2, (int64_t[]){E, H}, INGOT_BF16, c->dev);
   m.gate_up = randn_as(3, (int64_t[]){E, 2 * I, H}, wdt, c->dev);
   m.down = randn_as(3, (int64_t[]){E, H, I}, wdt, c->dev);
-  bool ok = m.wg_t && m.gate_up && m.down;
+  bool ok = m.wg && m.gate_up && m.down;
   if (fp8) {
     m.s_gu = ingot_full(2, (int64_t[]){E, 2 * I}, 0.02, INGOT_F32, c->dev);
     m.s_d = ingot_full(2, (int64_t[]){E, H}, 0.02, INGOT_F32, c->dev);
@@ -503,7 +499,7 @@ static void bench_moe(bench_ctx *c, bool fp8) {
     if (m.graph[i]) ingot_graph_destroy(m.graph[i]);
     ingot_release(m.x[i]);
   }
-  ingot_release(m.wg_t);
+  ingot_release(m.wg);
   ingot_release(m.gate_up);
   ingot_release(m.down);
   ingot_release(m.s_gu);

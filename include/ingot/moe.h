@@ -23,6 +23,13 @@ extern "C" {
 ingot_status ingot_moe_route(const ingot_tensor *logits, int k, bool renorm, ingot_tensor **weights,
                              ingot_tensor **ids);
 
+/* The router linear and the routing in one op: logits = x · router^T in f32
+ * (x [T,D], router [E,D]; f32/bf16/f16 each, any strides), then as
+ * ingot_moe_route(logits, k, renorm, weights, ids). On CUDA at decode
+ * (T <= 8) one kernel does both (no logits tensor, one launch fewer). */
+ingot_status ingot_moe_route_linear(const ingot_tensor *x, const ingot_tensor *router, int k,
+                                    bool renorm, ingot_tensor **weights, ingot_tensor **ids);
+
 /* Gate and up of the chosen experts: h [T,k,I] f32 with h[t,j] =
  * silu(x[t] · G^T) * (x[t] · U^T), G = rows [0,I) and U = rows [I,2I) of
  * w[ids[t,j]] (each row times scale[e, row] when scale is given).
@@ -38,6 +45,17 @@ ingot_tensor *ingot_moe_gate_up(const ingot_tensor *x, const ingot_tensor *w,
 ingot_tensor *ingot_moe_down(const ingot_tensor *h, const ingot_tensor *w,
                              const ingot_tensor *scale, const ingot_tensor *ids,
                              const ingot_tensor *weights);
+
+/* Both expert products of a gated FFN in one call: y [T,D] f32 =
+ * ingot_moe_down(ingot_moe_gate_up(x, gate_up_w, gate_up_scale, ids), down_w,
+ * down_scale, ids, weights), the same values; on CUDA at decode the gate/up
+ * pass also asks L2 for the chosen experts' down rows, so that the down pass
+ * reads them from L2 (INGOT_MOE_PREFETCH=0 in the environment: not). NULL
+ * and an error (nothing made) on bad arguments. */
+ingot_tensor *ingot_moe_experts(const ingot_tensor *x, const ingot_tensor *gate_up_w,
+                                const ingot_tensor *gate_up_scale, const ingot_tensor *down_w,
+                                const ingot_tensor *down_scale, const ingot_tensor *ids,
+                                const ingot_tensor *weights);
 
 #ifdef __cplusplus
 }

@@ -6,16 +6,25 @@
  * Kernel contracts (every input contiguous, outputs fresh and contiguous):
  * MOE_ROUTE:   in[0] logits [T,E] f32/bf16/f16; iarg[0] = k (1..E),
  *              iarg[1] = renorm; out[0] weights f32 [T,k], out[1] ids int32
- *              [T,k]. Softmax in f32 (m = the row's max, p = expf(x - m) / sum),
+ *              [T,k]. nin 2 (the router-linear form): in[0] x [T,D] and
+ *              in[1] router [E,D] (f32/bf16/f16 each), the logits being
+ *              the f32 dot products x[t] . router[e] (any order).
+ *              Softmax in f32 (m = the row's max, p = expf(x - m) / sum),
  *              top-k by logit (descending, ties to the lower id, NaN largest),
  *              weights = p (/ sum of the k p when renorm).
  * MOE_GATE_UP: in[0] x [T,K] f32/bf16/f16, in[1] w [E,2I,K] bf16/f16/f32/f8e4m3fn,
- *              in[2] ids int32 [T,k], in[3] scale f32 [E,2I] or NULL;
+ *              in[2] ids int32 [T,k], in[3] scale f32 [E,2I] or NULL; nin 5:
+ *              in[4] the down weight [E,K',I] that reads h next, a hint only
+ *              (CUDA prefetches the chosen experts' rows into L2; any result
+ *              is unchanged, kernels may ignore it);
  *              out[0] h f32 [T,k,I] = silu(g) * u, g/u the f32 dot products
  *              of x[t] with rows i and I+i of w[e] (times their scales).
  * MOE_DOWN:    in[0] h f32 [T,k,I], in[1] w [E,K,I], in[2] ids int32 [T,k],
  *              in[3] weights f32 [T,k], in[4] scale f32 [E,K] or NULL;
  *              out[0] y f32 [T,K] = sum_j weights[t,j] * (h[t,j] . w[e] rows). */
+#include <stdlib.h>
+#include <string.h>
+
 #include "internal.h"
 
 static bool is_float16ish(ingot_dtype dt) {
@@ -79,6 +88,36 @@ static bool check_weight(const char *op, const ingot_tensor *w, const ingot_tens
   return true;
 }
 
+/* Dispatch MOE_ROUTE over the contiguous copies of in0 (and in1 when not
+ * NULL: the router-linear form); the outputs only on success. */
+static ingot_status route(const ingot_tensor *in0, const ingot_tensor *in1, int64_t T, int k,
+                          bool renorm, ingot_tensor **weights, ingot_tensor **ids) {
+  int64_t shape[2] = {T, k};
+  ingot_op_args a = {.op = INGOT_OP_MOE_ROUTE, .nin = in1 ? 2 : 1, .nout = 2};
+  a.in[0] = ingot_contiguous(in0);
+  a.in[1] = in1 ? ingot_contiguous(in1) : NULL;
+  a.iarg[0] = k;
+  a.iarg[1] = renorm;
+  ingot_status st = INGOT_OK;
+  if (!a.in[0] || (in1 && !a.in[1]))
+    st = ingot_last_status();
+  else if (!(a.out[0] = tensor_new(2, shape, INGOT_F32, in0->device)) ||
+           !(a.out[1] = tensor_new(2, shape, INGOT_I32, in0->device)))
+    st = ingot_last_status();
+  else
+    st = dispatch(&a);
+  ingot_release(a.in[0]);
+  ingot_release(a.in[1]);
+  if (st != INGOT_OK) {
+    ingot_release(a.out[0]);
+    ingot_release(a.out[1]);
+    return st;
+  }
+  *weights = a.out[0];
+  *ids = a.out[1];
+  return INGOT_OK;
+}
+
 ingot_status ingot_moe_route(const ingot_tensor *logits, int k, bool renorm, ingot_tensor **weights,
                              ingot_tensor **ids) {
   if (!weights || !ids) return ingot_set_error(INGOT_ERR_ARG, "moe_route: NULL output pointer");
@@ -95,29 +134,37 @@ ingot_status ingot_moe_route(const ingot_tensor *logits, int k, bool renorm, ing
   if (k < 1 || k > E)
     return ingot_set_error(INGOT_ERR_ARG, "moe_route: k (%d) must be in [1, %lld]", k,
                            (long long)E);
-  ingot_tensor *l = ingot_contiguous(logits);
-  if (!l) return ingot_last_status();
-  int64_t shape[2] = {T, k};
-  ingot_op_args a = {.op = INGOT_OP_MOE_ROUTE, .nin = 1, .nout = 2};
-  a.in[0] = l;
-  a.iarg[0] = k;
-  a.iarg[1] = renorm;
-  a.out[0] = tensor_new(2, shape, INGOT_F32, l->device);
-  a.out[1] = a.out[0] ? tensor_new(2, shape, INGOT_I32, l->device) : NULL;
-  ingot_status st = a.out[1] ? dispatch(&a) : ingot_last_status();
-  ingot_release(l);
-  if (st != INGOT_OK) {
-    ingot_release(a.out[0]);
-    ingot_release(a.out[1]);
-    return st;
-  }
-  *weights = a.out[0];
-  *ids = a.out[1];
-  return INGOT_OK;
+  return route(logits, NULL, T, k, renorm, weights, ids);
 }
 
-ingot_tensor *ingot_moe_gate_up(const ingot_tensor *x, const ingot_tensor *w,
-                                const ingot_tensor *scale, const ingot_tensor *ids) {
+ingot_status ingot_moe_route_linear(const ingot_tensor *x, const ingot_tensor *router, int k,
+                                    bool renorm, ingot_tensor **weights, ingot_tensor **ids) {
+  const char *op = "moe_route_linear";
+  if (!weights || !ids) return ingot_set_error(INGOT_ERR_ARG, "%s: NULL output pointer", op);
+  *weights = *ids = NULL;
+  const ingot_tensor *ts[2] = {x, router};
+  if (!check_tensors(op, 2, ts)) return ingot_last_status();
+  if (x->ndim != 2 || router->ndim != 2)
+    return ingot_set_error(INGOT_ERR_SHAPE,
+                           "%s: x must be [T, D] and router [E, D], got %d-d and %d-d", op, x->ndim,
+                           router->ndim);
+  if (!is_float16ish(x->dtype) || !is_float16ish(router->dtype))
+    return ingot_set_error(INGOT_ERR_DTYPE,
+                           "%s: x and router must be float32, bfloat16 or float16, got %s and %s",
+                           op, ingot_dtype_name(x->dtype), ingot_dtype_name(router->dtype));
+  if (router->shape[1] != x->shape[1])
+    return ingot_set_error(INGOT_ERR_SHAPE, "%s: x has D = %lld but router rows have %lld", op,
+                           (long long)x->shape[1], (long long)router->shape[1]);
+  int64_t E = router->shape[0];
+  if (k < 1 || k > E)
+    return ingot_set_error(INGOT_ERR_ARG, "%s: k (%d) must be in [1, %lld]", op, k, (long long)E);
+  return route(x, router, x->shape[0], k, renorm, weights, ids);
+}
+
+/* ingot_moe_gate_up with the down weight that will read h as a hint (NULL: none). */
+static ingot_tensor *gate_up(const ingot_tensor *x, const ingot_tensor *w,
+                             const ingot_tensor *scale, const ingot_tensor *ids,
+                             const ingot_tensor *next) {
   const char *op = "moe_gate_up";
   const ingot_tensor *ts[4] = {x, w, ids, scale};
   if (!check_tensors(op, scale ? 4 : 3, ts)) return NULL;
@@ -136,9 +183,10 @@ ingot_tensor *ingot_moe_gate_up(const ingot_tensor *x, const ingot_tensor *w,
     return ingot_fail(INGOT_ERR_SHAPE, "%s: x has K = %lld but w rows have %lld", op,
                       (long long)x->shape[1], (long long)w->shape[2]);
   int64_t shape[3] = {x->shape[0], ids->shape[1], w->shape[1] / 2};
-  ingot_op_args a = {.op = INGOT_OP_MOE_GATE_UP, .nin = 4, .nout = 1};
+  ingot_op_args a = {.op = INGOT_OP_MOE_GATE_UP, .nin = next ? 5 : 4, .nout = 1};
   a.in[0] = ingot_contiguous(x);
   a.in[1] = (ingot_tensor *)w;
+  a.in[4] = (ingot_tensor *)next;
   a.in[2] = dense(ids, INGOT_I32);
   a.in[3] = scale ? ingot_contiguous(scale) : NULL;
   ingot_tensor *r = NULL;
@@ -150,6 +198,11 @@ ingot_tensor *ingot_moe_gate_up(const ingot_tensor *x, const ingot_tensor *w,
   ingot_release(a.in[2]);
   ingot_release(a.in[3]);
   return r ? r : fail_in(op);
+}
+
+ingot_tensor *ingot_moe_gate_up(const ingot_tensor *x, const ingot_tensor *w,
+                                const ingot_tensor *scale, const ingot_tensor *ids) {
+  return gate_up(x, w, scale, ids, NULL);
 }
 
 ingot_tensor *ingot_moe_down(const ingot_tensor *h, const ingot_tensor *w,
@@ -190,4 +243,21 @@ ingot_tensor *ingot_moe_down(const ingot_tensor *h, const ingot_tensor *w,
   ingot_release(a.in[3]);
   ingot_release(a.in[4]);
   return r ? r : fail_in(op);
+}
+
+ingot_tensor *ingot_moe_experts(const ingot_tensor *x, const ingot_tensor *gate_up_w,
+                                const ingot_tensor *gate_up_scale, const ingot_tensor *down_w,
+                                const ingot_tensor *down_scale, const ingot_tensor *ids,
+                                const ingot_tensor *weights) {
+  const ingot_tensor *ts[3] = {x, down_w, weights};
+  if (!check_tensors("moe_experts", 3, ts) || !check_weight("moe_experts", down_w, down_scale))
+    return NULL;
+  /* INGOT_MOE_PREFETCH=0: no down-row hint (to measure what it buys) */
+  const char *pf = getenv("INGOT_MOE_PREFETCH");
+  ingot_tensor *h =
+      gate_up(x, gate_up_w, gate_up_scale, ids, pf && strcmp(pf, "0") == 0 ? NULL : down_w);
+  if (!h) return NULL;
+  ingot_tensor *y = ingot_moe_down(h, down_w, down_scale, ids, weights);
+  ingot_release(h);
+  return y;
 }

@@ -38,14 +38,33 @@ static inline float dot(const float *a, const float *b, int64_t n) {
   return s;
 }
 
+/* row[0..E) = the logits of token t: widened from in[0], or (nin 2) the f32
+ * dots of x[t] with the router's rows (xr, rr: D-float scratch rows). */
+static void logits_row(const ingot_op_args *a, int64_t t, float *row, float *xr, float *rr) {
+  const ingot_tensor *L = a->in[0];
+  const char *pl = tensor_ptr(L);
+  const int64_t es = (int64_t)ingot_dtype_size(L->dtype);
+  if (a->nin < 2) {
+    widen(row, L->dtype, pl + t * L->shape[1] * es, L->shape[1]);
+    return;
+  }
+  const ingot_tensor *R = a->in[1];
+  const int64_t D = L->shape[1], E = R->shape[0], rs = (int64_t)ingot_dtype_size(R->dtype);
+  widen(xr, L->dtype, pl + t * D * es, D);
+  for (int64_t e = 0; e < E; e++) {
+    widen(rr, R->dtype, (const char *)tensor_ptr(R) + e * D * rs, D);
+    row[e] = dot(xr, rr, D);
+  }
+}
+
 static ingot_status k_route(ingot_op_args *a) {
   const ingot_tensor *L = a->in[0];
-  int64_t T = L->shape[0], E = L->shape[1], k = a->iarg[0];
+  const int64_t D = a->nin > 1 ? L->shape[1] : 0;
+  int64_t T = L->shape[0], E = a->nin > 1 ? a->in[1]->shape[0] : L->shape[1], k = a->iarg[0];
   bool renorm = a->iarg[1] != 0;
-  const char *pl = tensor_ptr(L);
   float *pw = (float *)tensor_ptr(a->out[0]);
   int32_t *pi = (int32_t *)tensor_ptr(a->out[1]);
-  float *row = malloc((size_t)E * sizeof(float) + 1);
+  float *row = malloc((size_t)(E + 2 * D) * sizeof(float) + 1);
   bool *taken = malloc((size_t)E + 1);
   if (!row || !taken) {
     free(row);
@@ -53,7 +72,7 @@ static ingot_status k_route(ingot_op_args *a) {
     return ingot_set_error(INGOT_ERR_OOM, "moe_route: out of memory");
   }
   for (int64_t t = 0; t < T; t++) {
-    widen(row, L->dtype, pl + t * E * (int64_t)ingot_dtype_size(L->dtype), E);
+    logits_row(a, t, row, row + E, row + E + D);
     float *w = pw + t * k;
     int32_t *id = pi + t * k;
     for (int64_t e = 0; e < E; e++) taken[e] = false;

@@ -5,19 +5,34 @@
 // ROUTE: a warp per token: the row's logits in shared memory as f32, k
 //   rounds of a warp arg-max (NaN largest, ties to the lower id), a warp sum
 //   of expf(x - max) in a fixed order, lanes write the weights.
+// ROUTE with the router (ingot_moe_route_linear), T <= 8, E <= 1024: one
+//   cluster of 8 blocks; each stages x and dots its share of router rows,
+//   the logits go to block 0's shared memory (distributed shared memory),
+//   and after the cluster barrier block 0's warp t routes token t. Larger:
+//   a logits kernel (a warp per logit) into scratch, then the route kernel.
 // GATE_UP / DOWN for T <= 8 (decode): expert GEMV kernels that read only the
 //   chosen experts' rows with 16-byte streaming loads and f32 accumulation;
 //   an expert chosen by several tokens is read once and applied to all of
-//   them (dedup over the T*k slots inside each block). x (gate_up) or h
-//   (down) is staged in shared memory as f32, in the interleaved layout of
-//   gemv.cu (piece q of chunk c at (q*nch + c)*4: conflict-free float4 reads).
-//   gate_up: a warp per output pair (gate row i, up row I+i), both rows in
-//   the same pass, h = silu(g) * u in the epilogue; grid (I/8, T*k slots),
-//   blocks whose slot repeats an earlier slot's expert exit at once.
-//   down: a warp per output column n; the (expert, chunk) pairs of all the
-//   chosen experts are flattened over the lanes so 8 loads per lane are in
-//   flight; each token's sum over its k experts is reduced inside the warp
-//   (no float atomics: deterministic).
+//   them (dedup over the T*k slot ids, which each block first copies to
+//   shared memory). x (gate_up) or h (down) is staged in shared memory as
+//   f32, 4 elements a load, in the interleaved layout of gemv.cu (piece q of
+//   chunk c at (q*nch + c)*4: conflict-free float4 reads). DRAM is kept busy
+//   by L2 bulk prefetches (cp.async.bulk.prefetch: no registers, no wait),
+//   not only by the loads a warp's registers can hold.
+//   gate_up: a persistent grid (<= 2 blocks per SM); each block stages x
+//   once, then each warp walks items of NP row pairs (gate row i, up row
+//   I+i; NP = 1, f8: 2, so 16 loads per lane are in flight), h = silu(g)*u
+//   in the epilogue. A warp prefetches its next item into L2 while it loads
+//   the current one; these rows are read once (L2 evict-first). With a down
+//   weight as hint (ingot_moe_experts), each item also prefetches its share
+//   of the expert's down rows at normal priority, so the down kernel reads L2.
+//   down: a warp per output column n, a block per 8 columns; the block first
+//   prefetches its 8 rows of every chosen expert (one contiguous piece per
+//   expert), then stages h. The (expert, chunk) pairs of all chosen experts
+//   are flattened over the lanes (8 loads per lane in flight); a slot list
+//   per expert applies a chunk to every slot that chose it; each token's sum
+//   over its k experts is reduced inside the warp (no float atomics:
+//   deterministic).
 // T > 8 (or staging too large): the T*k (token, slot) pairs are sorted by
 //   expert on the device (one block: counts, a scan into offsets and row-tile
 //   starts, placement), then a grouped tiled GEMM (32x32 tiles, f32 SIMT)
@@ -25,10 +40,13 @@
 //   that a last kernel sums over k in slot order (deterministic).
 // Out-of-range ids never read out of bounds: their h rows (gate_up) or their
 // token's y row (down) are NaN.
+#include <cooperative_groups.h>
 #include <math.h>
 
 #include "cuda_common.cuh"
 #include "weight_chunk.cuh"
+
+namespace cg = cooperative_groups;
 
 namespace {
 
@@ -37,7 +55,9 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kGemvTokens = 8;               // T <= 8 takes the GEMV kernels
 constexpr int kGemvSlots = 64;               // ... when T*k <= 64
 constexpr size_t kGemvSmem = 200 * 1024;     // ... and the staged rows fit (T 8, k 8, I 768 do)
-constexpr int kU = 8;                        // 16-byte loads per lane per weight row in flight
+constexpr int kU = 8;                        // down: 16-byte loads per lane in flight
+constexpr int kLoads = 16;                   // gate_up: 16-byte loads per lane in flight
+constexpr int kPersistBlocks = 132 * 2;      // gate_up grid: H200 SMs x resident blocks
 constexpr int kBM = 32, kBN = 32, kBK = 32;  // grouped GEMM tiles
 
 // ---- routing ----
@@ -50,18 +70,11 @@ __device__ __forceinline__ bool route_better(float a, int ia, float b, int ib) {
   return a > b || (a == b && ia < ib);
 }
 
-// A warp per token (blocks of one warp: no barriers, E limited only by shared memory).
-template <class T>
-__global__ void __launch_bounds__(32)
-    route_kernel(const T *logits, int E, int k, bool renorm, float *wout, int32_t *ids) {
-  extern __shared__ float rs[];  // E logits as f32, then E taken flags
-  unsigned char *taken = reinterpret_cast<unsigned char *>(rs + E);
-  const int lane = threadIdx.x;
-  const int64_t t = blockIdx.x;
-  const T *row = logits + t * E;
-  int32_t *id = ids + t * k;
-  for (int e = lane; e < E; e += 32) rs[e] = to_acc(row[e]), taken[e] = 0;
-  __syncwarp();
+// One warp routes one token: rs = its E logits as f32 and taken = E zero
+// flags, both in shared memory and visible to the warp; w, id its k outputs.
+__device__ void route_warp(const float *rs, unsigned char *taken, int E, int k, bool renorm,
+                           float *w, int32_t *id) {
+  const int lane = threadIdx.x % 32;
   for (int j = 0; j < k; j++) {
     float bv = 0.f;
     int bi = -1;
@@ -82,12 +95,25 @@ __global__ void __launch_bounds__(32)
   for (int e = lane; e < E; e += 32) s += expf(rs[e] - m);
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-  float *w = wout + t * k, ks = 0.f;
+  float ks = 0.f;
   for (int j = lane; j < k; j += 32) ks += (w[j] = expf(rs[id[j]] - m) / s);
   if (!renorm) return;
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) ks += __shfl_xor_sync(0xffffffffu, ks, o);
   for (int j = lane; j < k; j += 32) w[j] /= ks;
+}
+
+// A warp per token (blocks of one warp: no barriers, E limited only by shared memory).
+template <class T>
+__global__ void __launch_bounds__(32)
+    route_kernel(const T *logits, int E, int k, bool renorm, float *wout, int32_t *ids) {
+  extern __shared__ float rs[];  // E logits as f32, then E taken flags
+  unsigned char *taken = reinterpret_cast<unsigned char *>(rs + E);
+  const int64_t t = blockIdx.x;
+  const T *row = logits + t * E;
+  for (int e = threadIdx.x; e < E; e += 32) rs[e] = to_acc(row[e]), taken[e] = 0;
+  __syncwarp();
+  route_warp(rs, taken, E, k, renorm, wout + t * k, ids + t * k);
 }
 
 // ---- shared pieces of the expert kernels ----
@@ -103,6 +129,8 @@ struct MoeParams {
   int T, k, E;
   int64_t rows, cols;  // weight rows per expert and the dot length
   bool vec;            // every weight row starts 16-byte aligned (cols*es % 16 == 0)
+  const char *next_w;  // gate_up: the down weight read next, or NULL (an L2 prefetch hint)
+  int64_t next_bytes;  // bytes of one expert of next_w (a multiple of 16)
 };
 
 __device__ __forceinline__ float load_a(const void *p, int dt, int64_t i) {
@@ -133,179 +161,331 @@ __device__ __forceinline__ void warp_sum(float (&v)[NT]) {
     for (int o = 16; o > 0; o >>= 1) v[r] += __shfl_xor_sync(0xffffffffu, v[r], o);
 }
 
+// Four consecutive elements of a (dtype dt) from index i (a multiple of 4,
+// the address 4-element aligned) in one 16-byte (f32) or 8-byte load.
+__device__ __forceinline__ float4 load_quad(const void *a, int dt, int64_t i) {
+  if (dt == INGOT_F32) return *reinterpret_cast<const float4 *>(static_cast<const float *>(a) + i);
+  const uint2 v = *reinterpret_cast<const uint2 *>(static_cast<const uint16_t *>(a) + i);
+  if (dt == INGOT_BF16)
+    return make_float4(__uint_as_float(v.x << 16), __uint_as_float(v.x & 0xffff0000u),
+                       __uint_as_float(v.y << 16), __uint_as_float(v.y & 0xffff0000u));
+  const float2 lo = __half22float2(*reinterpret_cast<const __half2 *>(&v.x));
+  const float2 hi = __half22float2(*reinterpret_cast<const __half2 *>(&v.y));
+  return make_float4(lo.x, lo.y, hi.x, hi.y);
+}
+
+// Stages n rows of len elements of a (dtype dt, rows contiguous) into dst as
+// f32, row r at dst + r * len, element kk at sidx (interleaved when vec).
+// All 8 loads of a batch are issued before any store (a store to shared
+// memory would otherwise hold back the next global load). When len % 4 == 0
+// and a is aligned, a load is 4 elements (they stay together in the
+// interleaved layout: one float4 store): 32 * kThreads elements a batch, so
+// x (K 2048) or h (k 8, I 768) takes one batch, about one L2 latency.
+template <int VEC>
+__device__ void stage_rows(float *dst, const void *a, int dt, int n, int len, bool vec) {
+  if (len <= 0) return;
+  const int64_t nch = len / VEC;
+  const int es = dt == INGOT_F32 ? 4 : 2, G = len % 4 == 0 && (uintptr_t)a % (4 * es) == 0 ? 4 : 1;
+  const int64_t total = (int64_t)n * len / G, glen = len / G;  // in groups of G elements
+  int r = threadIdx.x / glen, kk = threadIdx.x % glen;         // group of b0 + u * kThreads
+  for (int64_t b0 = threadIdx.x; b0 < total; b0 += (int64_t)kThreads * 8) {
+    float4 v[8];
+#pragma unroll
+    for (int u = 0; u < 8; u++) {
+      const int64_t x = b0 + (int64_t)u * kThreads;
+      v[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (x < total) {
+        if (G == 4)
+          v[u] = load_quad(a, dt, 4 * x);
+        else
+          v[u].x = load_a(a, dt, x);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < 8; u++) {
+      if (b0 + (int64_t)u * kThreads < total) {
+        float *d = dst + (int64_t)r * len + sidx<VEC>((int64_t)kk * G, nch, vec);
+        if (G == 4)
+          *reinterpret_cast<float4 *>(d) = v[u];
+        else
+          *d = v[u].x;
+      }
+      kk += kThreads;
+      while (kk >= glen) kk -= (int)glen, r++;
+    }
+  }
+}
+
+// The slots' expert ids in shared memory: sid[q] = ids[q] for q < T*k (one
+// load per thread, then a barrier every thread passes).
+__device__ __forceinline__ void load_slot_ids(const MoeParams &p, int *sid) {
+  if ((int)threadIdx.x < p.T * p.k) sid[threadIdx.x] = p.ids[threadIdx.x];
+  __syncthreads();
+}
+
 // ---- gate_up GEMV (T <= 8) ----
+// Row pairs (gate i, up I+i) per warp item: f8 rows hold half the chunks of
+// bf16 ones, so f8 items take two pairs to keep kLoads loads per lane in flight.
+template <class WT>
+constexpr int pairs_per_item() {
+  return Wfmt<WT>::VEC >= 16 ? 2 : 1;
+}
+
+// Items of gate_up: NP row pairs of one slot; item it = (slot it / tiles, pairs
+// from (it % tiles) * NP). prefetch_item asks L2 for its gate and up rows.
+template <class WT>
+__device__ __forceinline__ void prefetch_item(const MoeParams &p, const int *sid, int64_t it,
+                                              int64_t nitems, int64_t tiles, uint64_t policy) {
+  constexpr int NP = pairs_per_item<WT>();
+  if (it >= nitems) return;
+  const int s = (int)(it / tiles), e = sid[s];
+  if (e < 0 || e >= p.E) return;
+  const int64_t I = p.rows / 2, i0 = (it - (int64_t)s * tiles) * NP;
+  const int64_t bytes = (I - i0 < NP ? I - i0 : NP) * p.cols * (int64_t)sizeof(WT);
+  const WT *wg = static_cast<const WT *>(p.w) + ((int64_t)e * p.rows + i0) * p.cols;
+  prefetch_l2(wg, bytes, policy);
+  prefetch_l2(wg + I * p.cols, bytes, policy);
+}
+
+// Piece `tile` of `tiles` of expert e's down weight (next_w) into L2 at normal
+// priority: spread over gate_up's items, so the down kernel reads from L2.
+__device__ __forceinline__ void prefetch_next(const MoeParams &p, int e, int64_t tile,
+                                              int64_t tiles) {
+  const int64_t per = ((p.next_bytes + tiles - 1) / tiles + 15) & ~(int64_t)15;
+  const int64_t off = tile * per;
+  if (off >= p.next_bytes) return;
+  prefetch_l2(p.next_w + (int64_t)e * p.next_bytes + off,
+              p.next_bytes - off < per ? p.next_bytes - off : per);
+}
+
+// A persistent grid: each block stages x once, then each warp walks items
+// it = global warp, + grid warps, ...; one item ahead of the warp is always
+// being prefetched into L2 (besides the kLoads loads per lane of the item).
+// These rows are read once: evict-first, so that the down rows prefetched
+// meanwhile (next_w) stay in L2.
 template <class WT, int NT>
 __global__ void __launch_bounds__(kThreads) gate_up_gemv(MoeParams p) {
-  constexpr int VEC = Wfmt<WT>::VEC;
+  constexpr int VEC = Wfmt<WT>::VEC, NP = pairs_per_item<WT>(), LU = kLoads / (2 * NP);
   extern __shared__ float4 smem4[];
   float *xs = reinterpret_cast<float *>(smem4);  // [T][K]
-  const int s = blockIdx.y, nslots = p.T * p.k;
-  const int e = p.ids[s];
-  for (int q = 0; q < s; q++)
-    if (p.ids[q] == e) return;  // an earlier slot's block handles this expert
+  __shared__ int sid[kGemvSlots];
+  __shared__ unsigned
+      smask[kGemvSlots];  // tokens that chose slot q's expert; 0: an earlier slot has it
+  const int nslots = p.T * p.k, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t I = p.rows / 2, K = p.cols, nch = K / VEC;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t i = (int64_t)blockIdx.x * kWarps + warp;
-  const bool iok = i < I;
-  if (e < 0 || e >= p.E) {  // bad id: NaN rows, nothing read
-    for (int q = s; q < nslots && iok && lane == 0; q++)
-      if (p.ids[q] == e) p.out[q * I + i] = NAN;
-    return;
+  const int64_t tiles = (I + NP - 1) / NP, nitems = (int64_t)nslots * tiles;
+  const int64_t gw = (int64_t)blockIdx.x * kWarps + warp, gstride = (int64_t)gridDim.x * kWarps;
+  load_slot_ids(p, sid);
+  if ((int)threadIdx.x < nslots) {
+    const int e = sid[threadIdx.x];
+    unsigned m = 0;
+    bool first = true;
+    for (int q = 0; q < nslots; q++)
+      if (sid[q] == e) first = first && q >= (int)threadIdx.x, m |= 1u << (q / p.k);
+    smask[threadIdx.x] = first ? m : 0u;
   }
-  unsigned mask = 0;  // tokens that chose e
-  for (int q = s; q < nslots; q++)
-    if (p.ids[q] == e) mask |= 1u << (q / p.k);
+  const uint64_t pol = l2_evict_first();
+  if (p.vec && lane == 0)
+    prefetch_item<WT>(p, sid, gw, nitems, tiles, pol);  // flies while x is staged
+  stage_rows<VEC>(xs, p.a, p.a_dt, p.T, (int)K, p.vec);
+  __syncthreads();  // the only barrier after the ids'
 
-  const WT *wg = static_cast<const WT *>(p.w) + ((int64_t)e * p.rows + (iok ? i : 0)) * K;
-  const WT *wu = wg + I * K;
-  uint4 g[kU], u[kU];
-  auto load = [&](int64_t c0) {
-#pragma unroll
-    for (int uu = 0; uu < kU; uu++) {
-      const int64_t c = c0 + lane + (int64_t)uu * 32;
-      const bool ok = iok && c < nch;
-      g[uu] = ok ? ld_stream(reinterpret_cast<const uint4 *>(wg) + c) : make_uint4(0, 0, 0, 0);
-      u[uu] = ok ? ld_stream(reinterpret_cast<const uint4 *>(wu) + c) : make_uint4(0, 0, 0, 0);
+  const WT *w = static_cast<const WT *>(p.w);
+  for (int64_t it = gw; it < nitems; it += gstride) {
+    if (p.vec && lane == 0) prefetch_item<WT>(p, sid, it + gstride, nitems, tiles, pol);
+    const int s = (int)(it / tiles);
+    const unsigned mask = smask[s];
+    if (!mask) continue;  // an earlier slot's item does this expert for every token
+    const int e = sid[s];
+    const int64_t i0 = (it - (int64_t)s * tiles) * NP;
+    if (e < 0 || e >= p.E) {  // bad id: NaN rows, nothing read
+      for (int q = s + lane; q < nslots; q += 32)
+        if (sid[q] == e)
+          for (int pp = 0; pp < NP && i0 + pp < I; pp++) p.out[q * I + i0 + pp] = NAN;
+      continue;
     }
-  };
-  if (p.vec) load(0);  // the first weight loads fly while x is staged
-
-  for (int r = 0; r < NT; r++) {
-    if (!(mask >> r & 1)) continue;
-    for (int64_t kk = threadIdx.x; kk < K; kk += kThreads)
-      xs[r * K + sidx<VEC>(kk, nch, p.vec)] = load_a(p.a, p.a_dt, r * K + kk);
-  }
-  __syncthreads();  // the only barrier
-  if (!iok) return;
-
-  float ag[NT], au[NT];
+    if (p.next_w && lane == 0) prefetch_next(p, e, it - (int64_t)s * tiles, tiles);
+    const WT *wg = w + ((int64_t)e * p.rows + i0) * K;  // gate row i0 + pp at wg + pp * K
+    const WT *wu = wg + I * K;
+    float ag[NP][NT], au[NP][NT];
 #pragma unroll
-  for (int r = 0; r < NT; r++) ag[r] = au[r] = 0.f;
-  if (p.vec) {
-    for (int64_t c0 = 0; c0 < nch; c0 += 32 * kU) {
-      if (c0 > 0) load(c0);
+    for (int pp = 0; pp < NP; pp++)
 #pragma unroll
-      for (int uu = 0; uu < kU; uu++) {
-        const int64_t c = c0 + lane + (int64_t)uu * 32;
-        if (c >= nch) break;
+      for (int r = 0; r < NT; r++) ag[pp][r] = au[pp][r] = 0.f;
+    if (p.vec) {
+      for (int64_t c0 = lane; c0 < nch; c0 += 32 * LU) {
+        uint4 g[NP][LU], u[NP][LU];
 #pragma unroll
-        for (int q = 0; q < VEC / 4; q++) {
-          float fg[4], fu[4];
-          Wfmt<WT>::piece(g[uu], q, fg);
-          Wfmt<WT>::piece(u[uu], q, fu);
+        for (int pp = 0; pp < NP; pp++)
+#pragma unroll
+          for (int uu = 0; uu < LU; uu++) {
+            const int64_t c = c0 + (int64_t)uu * 32;
+            const bool ok = c < nch && i0 + pp < I;
+            g[pp][uu] = ok ? ld_stream(reinterpret_cast<const uint4 *>(wg + pp * K) + c, pol)
+                           : make_uint4(0, 0, 0, 0);
+            u[pp][uu] = ok ? ld_stream(reinterpret_cast<const uint4 *>(wu + pp * K) + c, pol)
+                           : make_uint4(0, 0, 0, 0);
+          }
+#pragma unroll
+        for (int uu = 0; uu < LU; uu++) {
+          const int64_t c = c0 + (int64_t)uu * 32;
+          if (c >= nch) break;
+#pragma unroll
+          for (int q = 0; q < VEC / 4; q++) {
+            float4 xv[NT];
+#pragma unroll
+            for (int r = 0; r < NT; r++)
+              if (mask >> r & 1)
+                xv[r] = *reinterpret_cast<const float4 *>(xs + r * K + (q * nch + c) * 4);
+#pragma unroll
+            for (int pp = 0; pp < NP; pp++) {
+              float fg[4], fu[4];
+              Wfmt<WT>::piece(g[pp][uu], q, fg);
+              Wfmt<WT>::piece(u[pp][uu], q, fu);
+#pragma unroll
+              for (int r = 0; r < NT; r++) {
+                if (!(mask >> r & 1)) continue;
+                ag[pp][r] = fmaf(fg[0], xv[r].x, ag[pp][r]),
+                au[pp][r] = fmaf(fu[0], xv[r].x, au[pp][r]);
+                ag[pp][r] = fmaf(fg[1], xv[r].y, ag[pp][r]),
+                au[pp][r] = fmaf(fu[1], xv[r].y, au[pp][r]);
+                ag[pp][r] = fmaf(fg[2], xv[r].z, ag[pp][r]),
+                au[pp][r] = fmaf(fu[2], xv[r].z, au[pp][r]);
+                ag[pp][r] = fmaf(fg[3], xv[r].w, ag[pp][r]),
+                au[pp][r] = fmaf(fu[3], xv[r].w, au[pp][r]);
+              }
+            }
+          }
+        }
+      }
+    } else {
+#pragma unroll
+      for (int pp = 0; pp < NP; pp++) {
+        if (i0 + pp >= I) break;
+        for (int64_t kk = lane; kk < K; kk += 32) {
+          const float fg = to_acc(wg[pp * K + kk]), fu = to_acc(wu[pp * K + kk]);
 #pragma unroll
           for (int r = 0; r < NT; r++) {
             if (!(mask >> r & 1)) continue;
-            const float4 xv = *reinterpret_cast<const float4 *>(xs + r * K + (q * nch + c) * 4);
-            ag[r] = fmaf(fg[0], xv.x, ag[r]), au[r] = fmaf(fu[0], xv.x, au[r]);
-            ag[r] = fmaf(fg[1], xv.y, ag[r]), au[r] = fmaf(fu[1], xv.y, au[r]);
-            ag[r] = fmaf(fg[2], xv.z, ag[r]), au[r] = fmaf(fu[2], xv.z, au[r]);
-            ag[r] = fmaf(fg[3], xv.w, ag[r]), au[r] = fmaf(fu[3], xv.w, au[r]);
+            const float xv = xs[r * K + kk];
+            ag[pp][r] = fmaf(fg, xv, ag[pp][r]), au[pp][r] = fmaf(fu, xv, au[pp][r]);
           }
         }
       }
     }
-  } else {
-    for (int64_t kk = lane; kk < K; kk += 32) {
-      const float fg = to_acc(wg[kk]), fu = to_acc(wu[kk]);
 #pragma unroll
-      for (int r = 0; r < NT; r++) {
-        if (!(mask >> r & 1)) continue;
-        const float xv = xs[r * K + kk];
-        ag[r] = fmaf(fg, xv, ag[r]), au[r] = fmaf(fu, xv, au[r]);
+    for (int pp = 0; pp < NP; pp++) warp_sum<NT>(ag[pp]), warp_sum<NT>(au[pp]);
+    if (lane != 0) continue;
+#pragma unroll
+    for (int pp = 0; pp < NP; pp++) {
+      const int64_t i = i0 + pp;
+      if (i >= I) break;
+      const float sg = p.scale ? p.scale[(int64_t)e * p.rows + i] : 1.f;
+      const float su = p.scale ? p.scale[(int64_t)e * p.rows + I + i] : 1.f;
+      for (int q = s; q < nslots; q++) {
+        if (sid[q] != e) continue;
+        const int t = q / p.k;
+        float gv = 0.f, uv = 0.f;
+#pragma unroll
+        for (int r = 0; r < NT; r++)
+          if (r == t) gv = ag[pp][r], uv = au[pp][r];
+        p.out[q * I + i] = silu(gv * sg) * (uv * su);
       }
     }
-  }
-  warp_sum<NT>(ag);
-  warp_sum<NT>(au);
-  if (lane != 0) return;
-  const float sg = p.scale ? p.scale[(int64_t)e * p.rows + i] : 1.f;
-  const float su = p.scale ? p.scale[(int64_t)e * p.rows + I + i] : 1.f;
-  for (int q = s; q < nslots; q++) {
-    if (p.ids[q] != e) continue;
-    const int t = q / p.k;
-    float gv = 0.f, uv = 0.f;
-#pragma unroll
-    for (int r = 0; r < NT; r++)
-      if (r == t) gv = ag[r], uv = au[r];
-    p.out[q * I + i] = silu(gv * sg) * (uv * su);
   }
 }
 
 // ---- down GEMV (T <= 8) ----
+// A warp per output column n; each block's 8 columns of every chosen expert
+// are asked of L2 (one bulk prefetch per expert) before h is staged, so the
+// block's whole share of the weights is on its way after one id load.
 template <class WT, int NT>
 __global__ void __launch_bounds__(kThreads) down_gemv(MoeParams p) {
   constexpr int VEC = Wfmt<WT>::VEC;
   extern __shared__ float4 smem4[];
   float *hs = reinterpret_cast<float *>(smem4);  // [T*k][I]
-  __shared__ int uniq[kGemvSlots];               // distinct valid experts in first-slot order
-  __shared__ int uof[kGemvSlots];                // slot -> index in uniq, or -1 (bad id)
-  __shared__ int nu;
-  const int nslots = p.T * p.k;
-  const int64_t I = p.cols, H = p.rows, nch = I / VEC;
-  if (threadIdx.x == 0) {
-    int n = 0;
-    for (int q = 0; q < nslots; q++) {
-      const int e = p.ids[q];
-      int f = -1;
-      if (e >= 0 && e < p.E) {
-        for (int v = 0; v < n && f < 0; v++)
-          if (uniq[v] == e) f = v;
-        if (f < 0) uniq[f = n++] = e;
+  __shared__ int sid[kGemvSlots];
+  __shared__ int sflag[kGemvSlots];  // 1: slot q is the first of a valid expert
+  __shared__ int snext[kGemvSlots];  // next slot with q's expert, or -1
+  __shared__ int stok[kGemvSlots];   // q / k
+  __shared__ float swt[kGemvSlots];  // routing weight of slot q
+  __shared__ int uniq[kGemvSlots];   // distinct valid experts in first-slot order
+  __shared__ int uhead[kGemvSlots];  // first slot of uniq[v]
+  const int nslots = p.T * p.k, tid = threadIdx.x;
+  const int64_t I = p.cols, H = p.rows, n0 = (int64_t)blockIdx.x * kWarps;
+  const int nch = (int)(I / VEC);
+  const WT *w = static_cast<const WT *>(p.w);
+  load_slot_ids(p, sid);
+  if (tid < nslots) {
+    const int e = sid[tid];
+    bool first = true;
+    int nx = -1;
+    for (int q = nslots - 1; q >= 0; q--)
+      if (sid[q] == e) {
+        if (q < tid) first = false;
+        if (q > tid) nx = q;
       }
-      uof[q] = f;
+    const bool valid = e >= 0 && e < p.E;
+    sflag[tid] = valid && first;
+    snext[tid] = nx;
+    stok[tid] = tid / p.k;
+    swt[tid] = p.wt[tid];
+    if (valid && first && p.vec) {
+      const int64_t cols = H - n0 < kWarps ? H - n0 : kWarps;
+      prefetch_l2(w + ((int64_t)e * H + n0) * I, cols * I * (int64_t)sizeof(WT));
     }
-    nu = n;
   }
-  const float *h = static_cast<const float *>(p.a);
-  for (int64_t x = threadIdx.x; x < (int64_t)nslots * I; x += kThreads) {
-    const int64_t q = x / I, kk = x - q * I;
-    hs[q * I + sidx<VEC>(kk, nch, p.vec)] = h[x];
+  stage_rows<VEC>(hs, p.a, INGOT_F32, nslots, (int)I, p.vec);
+  __syncthreads();
+  int nu = 0;  // every thread counts the distinct experts; slot tid's rank among them
+  for (int q = 0; q < nslots; q++) {
+    if (q == tid && sflag[q]) uniq[nu] = sid[q], uhead[nu] = q;
+    nu += sflag[q];
   }
-  __syncthreads();  // the only barrier
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t n = (int64_t)blockIdx.x * kWarps + warp;
+  __syncthreads();  // the last barrier
+  const int warp = tid / 32, lane = tid % 32;
+  const int64_t n = n0 + warp;
   if (n >= H) return;
   float acc[NT];
 #pragma unroll
   for (int r = 0; r < NT; r++) acc[r] = 0.f;
-  const WT *w = static_cast<const WT *>(p.w);
 
   if (p.vec) {
-    const int64_t total = (int64_t)nu * nch;  // (expert, chunk) pairs, flattened
-    for (int64_t f0 = 0; f0 < total; f0 += 32 * kU) {
+    // (expert v, chunk c) pairs flattened over the lanes: lane l starts at
+    // pair l and steps by 32, kU loads in flight.
+    const int total = nu * nch;
+    int v = lane / nch, c = lane % nch;
+    for (int f0 = 0; f0 < total; f0 += 32 * kU) {
       uint4 wv[kU];
+      int vu[kU], cu[kU];
 #pragma unroll
       for (int uu = 0; uu < kU; uu++) {
-        const int64_t f = f0 + lane + (int64_t)uu * 32;
-        const int v = f < total ? (int)(f / nch) : 0;
+        vu[uu] = v, cu[uu] = c;
         wv[uu] =
-            f < total
-                ? ld_stream(reinterpret_cast<const uint4 *>(w + ((int64_t)uniq[v] * H + n) * I) +
-                            (f - (int64_t)v * nch))
+            v < nu
+                ? ld_stream(reinterpret_cast<const uint4 *>(w + ((int64_t)uniq[v] * H + n) * I) + c)
                 : make_uint4(0, 0, 0, 0);
+        c += 32;
+        while (c >= nch) c -= nch, v++;
       }
 #pragma unroll
       for (int uu = 0; uu < kU; uu++) {
-        const int64_t f = f0 + lane + (int64_t)uu * 32;
-        if (f >= total) break;
-        const int v = (int)(f / nch);
-        const int64_t c = f - (int64_t)v * nch;
-        const float sc = p.scale ? p.scale[(int64_t)uniq[v] * H + n] : 1.f;
+        if (vu[uu] >= nu) break;
         float wf[VEC];
 #pragma unroll
         for (int q = 0; q < VEC / 4; q++) Wfmt<WT>::piece(wv[uu], q, wf + 4 * q);
-        for (int q = 0; q < nslots; q++) {
-          if (uof[q] != v) continue;
+        const float sc = p.scale ? p.scale[(int64_t)uniq[vu[uu]] * H + n] : 1.f;
+        for (int q = uhead[vu[uu]]; q >= 0; q = snext[q]) {
+          const float *hq = hs + (int64_t)q * I + cu[uu] * 4;
           float d = 0.f;
 #pragma unroll
           for (int qq = 0; qq < VEC / 4; qq++) {
-            const float4 hv = *reinterpret_cast<const float4 *>(hs + q * I + (qq * nch + c) * 4);
+            const float4 hv = *reinterpret_cast<const float4 *>(hq + (int64_t)qq * nch * 4);
             d = fmaf(wf[4 * qq], hv.x, d), d = fmaf(wf[4 * qq + 1], hv.y, d);
             d = fmaf(wf[4 * qq + 2], hv.z, d), d = fmaf(wf[4 * qq + 3], hv.w, d);
           }
-          const int t = q / p.k;
-          const float add = p.wt[q] * (d * sc);
+          const int t = stok[q];
+          const float add = swt[q] * (d * sc);
 #pragma unroll
           for (int r = 0; r < NT; r++)
             if (r == t) acc[r] += add;
@@ -313,17 +493,19 @@ __global__ void __launch_bounds__(kThreads) down_gemv(MoeParams p) {
       }
     }
   } else {
-    for (int q = 0; q < nslots; q++) {
-      if (uof[q] < 0) continue;
-      const int64_t e = p.ids[q];
+    for (int v = 0; v < nu; v++) {
+      const int64_t e = uniq[v];
       const WT *row = w + (e * H + n) * I;
-      float d = 0.f;
-      for (int64_t kk = lane; kk < I; kk += 32) d = fmaf(to_acc(row[kk]), hs[q * I + kk], d);
-      const int t = q / p.k;
-      const float add = p.wt[q] * (d * (p.scale ? p.scale[e * H + n] : 1.f));
+      const float sc = p.scale ? p.scale[e * H + n] : 1.f;
+      for (int q = uhead[v]; q >= 0; q = snext[q]) {
+        float d = 0.f;
+        for (int64_t kk = lane; kk < I; kk += 32) d = fmaf(to_acc(row[kk]), hs[q * I + kk], d);
+        const int t = stok[q];
+        const float add = swt[q] * (d * sc);
 #pragma unroll
-      for (int r = 0; r < NT; r++)
-        if (r == t) acc[r] += add;
+        for (int r = 0; r < NT; r++)
+          if (r == t) acc[r] += add;
+      }
     }
   }
   warp_sum<NT>(acc);
@@ -333,9 +515,144 @@ __global__ void __launch_bounds__(kThreads) down_gemv(MoeParams p) {
 #pragma unroll
     for (int r = 0; r < NT; r++)
       if (r == t) v = acc[r];
-    for (int j = 0; j < p.k; j++)
-      if (uof[t * p.k + j] < 0) v = NAN;
+    for (int j = 0; j < p.k; j++) {
+      const int e = sid[t * p.k + j];
+      if (e < 0 || e >= p.E) v = NAN;
+    }
     p.out[t * H + n] = v;
+  }
+}
+
+// ---- router linear + routing (MOE_ROUTE with nin 2) ----
+
+struct RouterParams {
+  const void *x;  // [T, D] of x_dt
+  int x_dt;
+  const void *w;  // router [E, D]
+  int T, E, k;
+  int64_t D;
+  bool renorm, vec;  // vec: router rows 16-byte aligned
+  float *wout;       // [T, k]
+  int32_t *ids;      // [T, k]
+};
+
+constexpr int kCluster = 8;         // blocks of the router cluster (the portable maximum)
+constexpr int kClusterMaxE = 1024;  // its logits [T, E] live in block 0's shared memory
+constexpr int kRouterRows = 2;      // router rows per warp step (16 loads per lane in flight)
+
+// acc[r][t] += router rows (w0 + r * stride rows) . x[t] for the warp's lanes;
+// the caller reduces. xs: x staged as f32 (interleaved when vec).
+template <class WT>
+__device__ __forceinline__ void router_dots(const RouterParams &p, const float *xs, int e0,
+                                            int stride, float (&acc)[kRouterRows][kGemvTokens]) {
+  constexpr int VEC = Wfmt<WT>::VEC;
+  const int lane = threadIdx.x % 32;
+  const int64_t D = p.D, nch = D / VEC;
+  const WT *w = static_cast<const WT *>(p.w);
+  if (p.vec) {
+    for (int64_t c0 = lane; c0 < nch; c0 += 32 * kU) {
+      uint4 v[kRouterRows][kU];
+#pragma unroll
+      for (int r = 0; r < kRouterRows; r++)
+#pragma unroll
+        for (int u = 0; u < kU; u++) {
+          const int64_t c = c0 + (int64_t)u * 32;
+          const int e = e0 + r * stride;
+          v[r][u] = c < nch && e < p.E
+                        ? ld_stream(reinterpret_cast<const uint4 *>(w + (int64_t)e * D) + c)
+                        : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+      for (int u = 0; u < kU; u++) {
+        const int64_t c = c0 + (int64_t)u * 32;
+        if (c >= nch) break;
+#pragma unroll
+        for (int q = 0; q < VEC / 4; q++)
+#pragma unroll
+          for (int t = 0; t < kGemvTokens; t++) {
+            if (t >= p.T) break;
+            const float4 xv = *reinterpret_cast<const float4 *>(xs + t * D + (q * nch + c) * 4);
+#pragma unroll
+            for (int r = 0; r < kRouterRows; r++) {
+              float f[4];
+              Wfmt<WT>::piece(v[r][u], q, f);
+              acc[r][t] = fmaf(f[0], xv.x, acc[r][t]), acc[r][t] = fmaf(f[1], xv.y, acc[r][t]);
+              acc[r][t] = fmaf(f[2], xv.z, acc[r][t]), acc[r][t] = fmaf(f[3], xv.w, acc[r][t]);
+            }
+          }
+      }
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < kRouterRows; r++) {
+      const int e = e0 + r * stride;
+      if (e >= p.E) break;
+      for (int64_t kk = lane; kk < D; kk += 32) {
+        const float wv = to_acc(w[(int64_t)e * D + kk]);
+#pragma unroll
+        for (int t = 0; t < kGemvTokens; t++)
+          if (t < p.T) acc[r][t] = fmaf(wv, xs[t * D + kk], acc[r][t]);
+      }
+    }
+  }
+}
+
+// T <= 8: one cluster of kCluster blocks. Each block stages x, its warps dot
+// router rows (warp rows e = block rank * 8 + warp, + 64, ...) and write the
+// logits straight into block 0's shared memory (distributed shared memory);
+// after the cluster barrier, warp t of block 0 routes token t. One launch,
+// no logits in global memory, no atomics.
+template <class WT>
+__global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
+    router_route_kernel(RouterParams p) {
+  constexpr int VEC = Wfmt<WT>::VEC;
+  extern __shared__ float4 smem4[];
+  float *xs = reinterpret_cast<float *>(smem4);  // [T][D]
+  float *lg = xs + p.T * p.D;                    // [T][E] (block 0's are used)
+  unsigned char *taken = reinterpret_cast<unsigned char *>(lg + p.T * p.E);  // [T][E]
+  cg::cluster_group cluster = cg::this_cluster();
+  const int rank = (int)cluster.block_rank(), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float *lg0 = cluster.map_shared_rank(lg, 0);
+  for (int i = threadIdx.x; i < p.T * p.E; i += kThreads) taken[i] = 0;
+  stage_rows<VEC>(xs, p.x, p.x_dt, p.T, (int)p.D, p.vec);
+  cluster.sync();  // x staged, and every block of the cluster running before any remote write
+  const int stride = kCluster * kWarps;
+  for (int e0 = rank * kWarps + warp; e0 < p.E; e0 += kRouterRows * stride) {
+    float acc[kRouterRows][kGemvTokens] = {};
+    router_dots<WT>(p, xs, e0, stride, acc);
+#pragma unroll
+    for (int r = 0; r < kRouterRows; r++) warp_sum<kGemvTokens>(acc[r]);
+    if (lane != 0) continue;
+#pragma unroll
+    for (int r = 0; r < kRouterRows; r++) {
+      const int e = e0 + r * stride;
+#pragma unroll
+      for (int t = 0; t < kGemvTokens; t++)
+        if (t < p.T && e < p.E) lg0[t * p.E + e] = acc[r][t];
+    }
+  }
+  cluster.sync();  // every logit written and visible to block 0
+  if (rank != 0 || warp >= p.T) return;
+  route_warp(lg + warp * p.E, taken + warp * p.E, p.E, p.k, p.renorm, p.wout + warp * p.k,
+             p.ids + warp * p.k);
+}
+
+// Any T or E: a warp per (token, expert) logit into logits [T, E] f32; the
+// route kernel follows.
+template <class WT>
+__global__ void __launch_bounds__(kThreads) router_logits_kernel(RouterParams p, float *logits) {
+  const int lane = threadIdx.x % 32;
+  const WT *w = static_cast<const WT *>(p.w);
+  const int64_t n = (int64_t)p.T * p.E;
+  for (int64_t o = (int64_t)blockIdx.x * kWarps + threadIdx.x / 32; o < n;
+       o += (int64_t)gridDim.x * kWarps) {
+    const int64_t t = o / p.E, e = o - t * p.E;
+    float d = 0.f;
+    for (int64_t kk = lane; kk < p.D; kk += 32)
+      d = fmaf(to_acc(w[e * p.D + kk]), load_a(p.x, p.x_dt, t * p.D + kk), d);
+#pragma unroll
+    for (int s = 16; s > 0; s >>= 1) d += __shfl_xor_sync(0xffffffffu, d, s);
+    if (lane == 0) logits[o] = d;
   }
 }
 
@@ -488,9 +805,16 @@ ingot_status launch_smem(K kern, dim3 grid, size_t smem, cudaStream_t s, const M
   return launch_status(what);
 }
 
+// gate_up: a persistent grid (at most kPersistBlocks, each warp walks items);
+// down: a block per kWarps output columns.
 template <class WT>
-ingot_status gemv_launch(bool gate, const MoeParams &p, dim3 grid, size_t smem, cudaStream_t s) {
+ingot_status gemv_launch(bool gate, const MoeParams &p, size_t smem, cudaStream_t s) {
   const char *what = gate ? "moe_gate_up kernel" : "moe_down kernel";
+  constexpr int NP = pairs_per_item<WT>();
+  const int64_t nitems = (int64_t)p.T * p.k * ((p.rows / 2 + NP - 1) / NP);
+  int64_t blocks = gate ? (nitems + kWarps - 1) / kWarps : (p.rows + kWarps - 1) / kWarps;
+  if (gate && blocks > kPersistBlocks) blocks = kPersistBlocks;
+  const dim3 grid((unsigned)blocks);
   switch (pow2_tokens(p.T)) {
     case 1:
       return launch_smem(gate ? gate_up_gemv<WT, 1> : down_gemv<WT, 1>, grid, smem, s, p, what);
@@ -536,9 +860,7 @@ ingot_status run_experts(bool gate, MoeParams p, const ingot_tensor *w, int64_t 
   const int N = p.T * p.k;
   const size_t smem = (size_t)stage_rows * (size_t)p.cols * sizeof(float);
   if (p.T <= kGemvTokens && N <= kGemvSlots && smem <= kGemvSmem) {
-    const int64_t blocks = (out_cols + kWarps - 1) / kWarps;
-    dim3 grid((unsigned)blocks, gate ? (unsigned)N : 1u);
-    MOE_WEIGHT_CASES(wdt, return gemv_launch<scalar_t>(gate, p, grid, smem, s))
+    MOE_WEIGHT_CASES(wdt, return gemv_launch<scalar_t>(gate, p, smem, s))
   }
   const int64_t H = p.rows;  // down: per-slot rows [N, H] before the sum over k
   size_t ints = (size_t)(2 * (p.E + 1) + N);
@@ -573,13 +895,45 @@ ingot_status run_experts(bool gate, MoeParams p, const ingot_tensor *w, int64_t 
   return st;
 }
 
+// MOE_ROUTE with nin 2: the router cluster at decode, else logits into scratch
+// and the route kernel.
+template <class WT>
+ingot_status route_linear(const RouterParams &p, int dev, cudaStream_t s) {
+  const size_t smem = (size_t)p.T * (size_t)p.D * sizeof(float) + (size_t)p.T * p.E * 5;
+  if (p.T <= kGemvTokens && p.E <= kClusterMaxE && smem <= kGemvSmem) {
+    auto kern = router_route_kernel<WT>;
+    if (smem > 48 * 1024) {
+      ingot_status st = cuda_check(
+          cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+          "moe_route_linear kernel");
+      if (st) return st;
+    }
+    kern<<<kCluster, kThreads, smem, s>>>(p);
+    return launch_status("moe_route_linear kernel");
+  }
+  const int64_t n = (int64_t)p.T * p.E;
+  float *logits = (float *)cuda_scratch_alloc(dev, (size_t)n * sizeof(float), s);
+  if (!logits)
+    return ingot_last_status() ? ingot_last_status()
+                               : ingot_set_error(INGOT_ERR_OOM, "moe_route: out of device memory");
+  router_logits_kernel<WT><<<grid_for(n * 32, kThreads), kThreads, 0, s>>>(p, logits);
+  ingot_status st = launch_status("moe_route_linear logits kernel");
+  if (!st) {
+    route_kernel<float>
+        <<<(unsigned)p.T, 32, (size_t)p.E * 5, s>>>(logits, p.E, p.k, p.renorm, p.wout, p.ids);
+    st = launch_status("moe_route kernel");
+  }
+  cuda_scratch_free(dev, logits, s);
+  return st;
+}
+
 ingot_status k_route(ingot_op_args *a) {
-  const ingot_tensor *L = a->in[0];
-  const int64_t T = ingot_shape(L)[0], E = ingot_shape(L)[1];
+  const ingot_tensor *L = a->in[0], *R = a->nin > 1 ? a->in[1] : NULL;
+  const int64_t T = ingot_shape(L)[0], E = R ? ingot_shape(R)[0] : ingot_shape(L)[1];
   const int k = (int)a->iarg[0];
   if (T == 0) return INGOT_OK;
   const size_t smem = (size_t)E * (sizeof(float) + 1);
-  if (smem > 48 * 1024)
+  if (smem > 48 * 1024 || T > INT32_MAX)
     return ingot_set_error(INGOT_ERR_UNSUPPORTED, "moe_route: at most %d experts on CUDA",
                            (int)(48 * 1024 / (sizeof(float) + 1)));
   const int dev = ingot_device_of(L).index;
@@ -589,6 +943,28 @@ ingot_status k_route(ingot_op_args *a) {
   float *w = (float *)ingot_tensor_data(a->out[0]);
   int32_t *ids = (int32_t *)ingot_tensor_data(a->out[1]);
   const void *l = ingot_tensor_data(L);
+  if (R) {
+    RouterParams p = {};
+    p.x = l;
+    p.x_dt = ingot_dtype_of(L);
+    p.w = ingot_tensor_data(R);
+    p.T = (int)T, p.E = (int)E, p.k = k;
+    p.D = ingot_shape(L)[1];
+    p.renorm = a->iarg[1] != 0;
+    p.vec =
+        (p.D * (int64_t)ingot_dtype_size(ingot_dtype_of(R))) % 16 == 0 && (uintptr_t)p.w % 16 == 0;
+    p.wout = w, p.ids = ids;
+    switch (ingot_dtype_of(R)) {
+      case INGOT_F32:
+        return route_linear<float>(p, dev, s);
+      case INGOT_BF16:
+        return route_linear<bf16_t>(p, dev, s);
+      case INGOT_F16:
+        return route_linear<f16_t>(p, dev, s);
+      default:
+        return ingot_set_error(INGOT_ERR_DTYPE, "moe_route_linear: unsupported router dtype");
+    }
+  }
   switch (ingot_dtype_of(L)) {
     case INGOT_F32:
       route_kernel<float>
@@ -636,6 +1012,13 @@ ingot_status check_sizes(const char *op, const ingot_tensor *ids, const ingot_te
 ingot_status k_gate_up(ingot_op_args *a) {
   MoeParams p = params(a->in[0], a->in[1], a->in[2], a->in[3], a->out[0]);
   if ((int64_t)p.T * p.k * (p.rows / 2) == 0) return INGOT_OK;
+  const ingot_tensor *nw = a->nin > 4 ? a->in[4] : NULL;  // the down weight: prefetch hint
+  if (nw && ingot_shape(nw)[0] == p.E) {
+    p.next_bytes =
+        ingot_shape(nw)[1] * ingot_shape(nw)[2] * (int64_t)ingot_dtype_size(ingot_dtype_of(nw));
+    p.next_w = (const char *)ingot_tensor_data(nw);
+    if (p.next_bytes % 16 != 0 || (uintptr_t)p.next_w % 16 != 0) p.next_w = NULL;
+  }
   ingot_status st = check_sizes("moe_gate_up", a->in[2], a->in[1]);
   return st ? st : run_experts(true, p, a->in[1], p.rows / 2, p.T);
 }

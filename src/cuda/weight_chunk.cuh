@@ -1,6 +1,7 @@
 // 16-byte weight chunks shared by the GEMV (gemv.cu) and expert (moe.cu)
 // kernels: how many elements a chunk holds per weight type (VEC), how to
-// widen its piece q (4 elements) to float, and a streaming 16-byte load.
+// widen its piece q (4 elements) to float, a streaming 16-byte load and an L2
+// prefetch of whole rows.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -71,6 +72,46 @@ __device__ __forceinline__ uint4 ld_stream(const uint4 *p) {
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "l"(p));
   return v;
+}
+
+// The same load with an L2 eviction policy (see l2_evict_first).
+__device__ __forceinline__ uint4 ld_stream(const uint4 *p, uint64_t policy) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p), "l"(policy));
+  return v;
+}
+
+// An L2 policy for bytes read once: their lines are the first to go, so rows
+// prefetched (at normal priority) for a later kernel stay in L2 meanwhile.
+__device__ __forceinline__ uint64_t l2_evict_first() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+
+// Asks L2 to fetch [p, p + bytes) from DRAM (sm_90 bulk prefetch): a hint that
+// costs no registers and is never waited for, so a block can have far more
+// bytes on their way than its loads could hold. p 16-byte aligned, bytes a
+// multiple of 16; issued in pieces of at most 64 KiB.
+__device__ __forceinline__ void prefetch_l2(const void *p, int64_t bytes) {
+  const char *c = static_cast<const char *>(p);
+  for (int64_t o = 0; o < bytes; o += 65536) {
+    const uint32_t n = (uint32_t)(bytes - o < 65536 ? bytes - o : 65536);
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(c + o), "r"(n) : "memory");
+  }
+}
+
+// The same prefetch with an L2 eviction policy.
+__device__ __forceinline__ void prefetch_l2(const void *p, int64_t bytes, uint64_t policy) {
+  const char *c = static_cast<const char *>(p);
+  for (int64_t o = 0; o < bytes; o += 65536) {
+    const uint32_t n = (uint32_t)(bytes - o < 65536 ? bytes - o : 65536);
+    asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;" ::"l"(c + o),
+                 "r"(n), "l"(policy)
+                 : "memory");
+  }
 }
 
 }  // namespace

@@ -1,11 +1,12 @@
 /* The sparse expert MLP of qwen3_moe on the tensor forward (forward_dev.h):
  * the same block as moe_block.c's raw CPU path, written with ops only.
  * router linear -> ingot_moe_route (softmax, top-k, renormalise if
- * norm_topk_prob) -> ingot_moe_gate_up over the experts packed into one
- * [E, 2I, dim] tensor -> ingot_moe_down over [E, dim, I], plus the shared
- * expert scaled by sigmoid(shared_expert_gate . x) where the config has one.
- * Experts keep the checkpoint's dtype (f8e4m3fn ones with their per-row
- * scales). Expert ids stay on the device, so the block is capturable. */
+ * norm_topk_prob; at decode both in ingot_moe_route_linear) ->
+ * ingot_moe_experts (gate/up over the experts packed into one [E, 2I, dim]
+ * tensor, then down over [E, dim, I]), plus the shared expert scaled by
+ * sigmoid(shared_expert_gate . x) where the config has one. Experts keep the
+ * checkpoint's dtype (f8e4m3fn ones with their per-row scales). Expert ids
+ * stay on the device, so the block is capturable. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,16 +99,38 @@ void dev_moe_free(dev_moe *m) {
   for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) ingot_release(ts[i]);
 }
 
+/* The router's rows as a float tensor [E, dim] viewing its ggml rows, or NULL
+ * (no error) when they are block-quantised or laid out otherwise. In scope. */
+static ingot_tensor *router_rows(const dev_weight *w) {
+  int dt = float_dtype(w->type);
+  const ingot_tensor *t = w->t; /* uint8 [E, row bytes] */
+  if (dt < 0 || t->ndim != 2) return NULL;
+  int64_t es = (int64_t)ingot_dtype_size((ingot_dtype)dt);
+  if (t->strides[1] != 1 || t->strides[0] % es || t->offset % es || t->shape[1] != w->cols * es)
+    return NULL;
+  ingot_tensor *v = tensor_view(t, 2, (int64_t[]){t->shape[0], w->cols},
+                                (int64_t[]){t->strides[0] / es, 1}, t->offset / es);
+  if (v) v->dtype = (ingot_dtype)dt;
+  return v;
+}
+
 /* Inside the caller's scope: every temporary, route's outputs included, goes there. */
 ingot_tensor *dev_moe_forward(const dev_moe *m, const ingot_model_config *c,
                               const ingot_tensor *xb) {
-  ingot_tensor *weights = NULL, *ids = NULL;
-  /* the router takes the f32 activations, as the raw path: top-k is a discrete choice */
-  ingot_tensor *logits = dev_linear(xb, &m->router);
-  if (!logits || ingot_moe_route(logits, c->n_experts_used, c->norm_topk_prob, &weights, &ids))
-    return NULL;
-  ingot_tensor *h = ingot_moe_gate_up(xb, m->gate_up, m->gate_up_scale, ids);
-  ingot_tensor *y = ingot_moe_down(h, m->down, m->down_scale, ids, weights);
+  ingot_tensor *weights = NULL, *ids = NULL, *rows = NULL;
+  int k = c->n_experts_used;
+  bool renorm = c->norm_topk_prob;
+  /* The router takes the f32 activations, as the raw path: top-k is a discrete
+   * choice. At decode a float router goes with the routing in one op (one
+   * kernel on CUDA); else the linear, then the routing. */
+  if (ingot_shape(xb)[0] <= 8 && (rows = router_rows(&m->router))) {
+    if (ingot_moe_route_linear(xb, rows, k, renorm, &weights, &ids)) return NULL;
+  } else {
+    ingot_tensor *logits = dev_linear(xb, &m->router);
+    if (!logits || ingot_moe_route(logits, k, renorm, &weights, &ids)) return NULL;
+  }
+  ingot_tensor *y =
+      ingot_moe_experts(xb, m->gate_up, m->gate_up_scale, m->down, m->down_scale, ids, weights);
   if (!y || !m->has_shared) return y;
   ingot_tensor *sh =
       dev_linear(ingot_swiglu(dev_linear(xb, &m->sh_gate), dev_linear(xb, &m->sh_up)), &m->sh_down);

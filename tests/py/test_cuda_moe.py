@@ -9,6 +9,14 @@ the sorted grouped GEMM for T > 8 (and T*k > 64); bf16/f16/f32/f8e4m3fn
 weights with and without scales; the Qwen3-30B-A3B layer shape at T = 1
 (E 128, K 2048, I 768, k 8) in bf16 and f8; out-of-range ids (NaN rows, no
 fault); a whole layer captured in a device graph and replayed on new input.
+Second-version paths: the persistent gate_up grid (more items than warps at
+the Qwen shape), f8 items of two row pairs with an odd I, staging 4 elements
+a load and its element-wise fallback (odd K, x at a misaligned offset), down
+rows shorter than a warp's stride (I 40); ingot_moe_experts (gate_up with the
+down weight as L2 prefetch hint, with and without 16-byte expert sizes, bad
+ids); ingot_moe_route_linear (the router cluster kernel for T <= 8 and
+E <= 1024, the logits kernel + route otherwise, strided operands, special
+values) and the fused layer (route_linear + experts) in a graph.
 
 Tolerances: ids must be equal (both devices select by the f32 logits, no
 arithmetic). Routing weights rtol 1e-5 (expf and the sum order differ).
@@ -73,6 +81,37 @@ def test_route_ties_and_special_values():
          tol=(1e-5, 1e-7))
 
 
+@pytest.mark.parametrize("xdt", [F32, BF16], ids=lambda d: NAMES[d])
+@pytest.mark.parametrize("rdt", [F32, BF16, F16], ids=lambda d: NAMES[d])
+@pytest.mark.parametrize("E,k,D", [(8, 2, 64), (128, 8, 2048), (200, 37, 37), (1100, 8, 96)])
+@pytest.mark.parametrize("T", [1, 3, 8, 9, 40])
+def test_route_linear(xdt, rdt, E, k, D, T):
+    # T <= 8 and E <= 1024: the router cluster kernel (D 37: rows not 16-byte
+    # aligned, scalar dots); else the logits kernel + the route kernel. Logits
+    # are O(1) f32 sums in another order: ids equal (no near-ties at these
+    # sizes), weights rtol 2e-5.
+    x = RNG.standard_normal((T, D)).astype(xdt)
+    router = (RNG.standard_normal((E, D)) * (3 / D ** 0.5)).astype(rdt)
+    for renorm in (True, False):
+        diff("ingot_moe_route_linear", tensor(x), tensor(router), k, renorm, OUT_SLOT, OUT_SLOT,
+             tol=(2e-5, 1e-7))
+    diff("ingot_moe_route_linear", transposed(x), transposed(router), k, True, OUT_SLOT, OUT_SLOT,
+         tol=(2e-5, 1e-7))
+
+
+def test_route_linear_special_values():
+    # NaN and infinite inputs make NaN / +-inf logits: the same choices as the CPU.
+    T, E, k, D = 4, 16, 4, 32
+    x = RNG.standard_normal((T, D)).astype(np.float32)
+    router = (RNG.standard_normal((E, D)) / 8).astype(np.float32)
+    x[1, 3] = np.nan
+    x[2, 0] = np.inf
+    router[5] = 0.0  # 0 * inf = NaN in token 2's logit 5
+    router[7, 1] = -np.inf
+    diff("ingot_moe_route_linear", tensor(x), tensor(router), k, True, OUT_SLOT, OUT_SLOT,
+         tol=(2e-5, 1e-7))
+
+
 # ---- gate_up / down ----
 
 GEMV_T = [1, 2, 3, 5, 8]
@@ -83,7 +122,7 @@ GROUPED_T = [9, 40, 130]
 @pytest.mark.parametrize("xdt", [F32, BF16], ids=lambda d: NAMES[d])
 @pytest.mark.parametrize("T", GEMV_T + GROUPED_T)
 @pytest.mark.parametrize("E,k,K,NI", [(8, 2, 256, 96), (128, 8, 528, 40), (4, 1, 37, 13),
-                                      (6, 3, 100, 33)])
+                                      (6, 3, 100, 33), (5, 2, 272, 45)])
 def test_gate_up(wdt, xdt, T, E, k, K, NI):
     x = RNG.standard_normal((T, K)).astype(xdt)
     w, scale = rand_weights(RNG, E, 2 * NI, K, wdt)
@@ -99,10 +138,27 @@ def test_gate_up_f16_x(T):
          tol=tol(264))
 
 
+@pytest.mark.parametrize("xdt", [F32, BF16, F16], ids=lambda d: NAMES[d])
+@pytest.mark.parametrize("T", [1, 3, 8])
+def test_gate_up_x_at_odd_offset(xdt, T):
+    # x a contiguous view one element into its storage: the staging cannot take
+    # 4 elements a load (they would be misaligned) and must fall back to one.
+    E, k, K, NI = 8, 2, 256, 40
+    x = RNG.standard_normal((T, K)).astype(xdt)
+    flat = np.concatenate([np.zeros(1, xdt), x.ravel()])
+    dx = call("ingot_as_strided", to_device(tensor(flat)), 2, [T, K], [K, 1], 1)
+    w, scale = rand_weights(RNG, E, 2 * NI, K, BF16)
+    ids = rand_ids(RNG, T, k, E)
+    want = to_numpy(call("ingot_moe_gate_up", tensor(x), tensor(w), None, tensor(ids)))
+    got = to_numpy(call("ingot_moe_gate_up", dx, to_device(tensor(w)), None,
+                        to_device(tensor(ids))))
+    np.testing.assert_allclose(got, want, *tol(K))
+
+
 @pytest.mark.parametrize("wdt", WDTS, ids=lambda d: NAMES[d])
 @pytest.mark.parametrize("T", GEMV_T + GROUPED_T)
 @pytest.mark.parametrize("E,k,K,NI", [(8, 2, 96, 256), (128, 8, 40, 528), (4, 1, 13, 37),
-                                      (6, 3, 33, 100)])
+                                      (6, 3, 33, 100), (16, 4, 72, 40)])
 def test_down(wdt, T, E, k, K, NI):
     h = RNG.standard_normal((T, k, NI)).astype(np.float32)
     w, scale = rand_weights(RNG, E, K, NI, wdt)
@@ -175,6 +231,55 @@ def test_qwen3_30b_a3b_layer_t1(wdt):
     diff("ingot_moe_down", h, tensor(wd), opt(sd), ids, weights, tol=tol(k * NI, k))
 
 
+# ---- both products in one call (gate_up prefetches the down rows into L2) ----
+
+@pytest.mark.parametrize("wdt", WDTS, ids=lambda d: NAMES[d])
+@pytest.mark.parametrize("T", [1, 2, 5, 8, 9, 40])
+@pytest.mark.parametrize("E,k,K,NI", [(8, 2, 256, 96), (6, 3, 100, 33), (5, 2, 272, 45),
+                                      (64, 8, 512, 128)])
+def test_experts(wdt, T, E, k, K, NI):
+    # (6, 3, 100, 33): down experts of 6600 bytes (bf16), not a multiple of 16: no prefetch.
+    x = RNG.standard_normal((T, K)).astype(BF16)
+    wgu, sgu = rand_weights(RNG, E, 2 * NI, K, wdt)
+    wd, sd = rand_weights(RNG, E, K, NI, wdt)
+    ids = rand_ids(RNG, T, k, E, distinct=T != 5)
+    wts = RNG.uniform(0, 1, (T, k)).astype(np.float32)
+    diff("ingot_moe_experts", tensor(x), tensor(wgu), opt(sgu), tensor(wd), opt(sd), tensor(ids),
+         tensor(wts), tol=tol(k * max(K, NI), k))
+
+
+@pytest.mark.parametrize("prefetch", ["1", "0"])
+def test_experts_without_the_hint(prefetch, monkeypatch):
+    # INGOT_MOE_PREFETCH=0 drops the down-row hint: the same numbers either way.
+    monkeypatch.setenv("INGOT_MOE_PREFETCH", prefetch)
+    T, E, k, K, NI = 2, 16, 4, 256, 64
+    x = RNG.standard_normal((T, K)).astype(BF16)
+    wgu, _ = rand_weights(RNG, E, 2 * NI, K, BF16)
+    wd, _ = rand_weights(RNG, E, K, NI, BF16)
+    ids = rand_ids(RNG, T, k, E)
+    wts = RNG.uniform(0, 1, (T, k)).astype(np.float32)
+    diff("ingot_moe_experts", tensor(x), tensor(wgu), None, tensor(wd), None, tensor(ids),
+         tensor(wts), tol=tol(k * K, k))
+
+
+@pytest.mark.parametrize("wdt", [BF16, F8], ids=lambda d: NAMES[d])
+def test_experts_qwen3_30b_a3b_t1(wdt):
+    # The benchmark's shape through the one-call path: 6144 gate_up items over the
+    # persistent grid, every chosen expert's 3 MB (bf16) down weight prefetched.
+    E, k, K, NI = 128, 8, 2048, 768
+    x = RNG.standard_normal((1, K)).astype(BF16)
+    if wdt == BF16:
+        wgu, wd, sgu, sd = random_bits_bf16((E, 2 * NI, K)), random_bits_bf16((E, K, NI)), None, None
+    else:
+        wgu, wd = random_bits_f8((E, 2 * NI, K)), random_bits_f8((E, K, NI))
+        sgu = (RNG.uniform(0.5, 1.5, (E, 2 * NI)) / 2048).astype(np.float32)
+        sd = (RNG.uniform(0.5, 1.5, (E, K)) / 2048).astype(np.float32)
+    ids = rand_ids(RNG, 1, k, E)
+    wts = RNG.dirichlet(np.ones(k), 1).astype(np.float32)
+    diff("ingot_moe_experts", tensor(x), tensor(wgu), opt(sgu), tensor(wd), opt(sd), tensor(ids),
+         tensor(wts), tol=tol(k * NI, k))
+
+
 # ---- bad ids: no fault, NaN where they were used ----
 
 def test_bad_ids_give_nan_rows():
@@ -202,6 +307,11 @@ def test_bad_ids_give_nan_rows():
         yref = to_numpy(call("ingot_moe_down", hh, tensor(wd), None, tensor(ids), tensor(wts)))
         assert np.isnan(y[:2]).all()
         np.testing.assert_allclose(y[2:], yref[2:], *tol(k * NI, k))
+        y1 = to_numpy(call("ingot_moe_experts", *[to_device(tensor(a)) for a in (x, w)], None,
+                           to_device(tensor(wd)), None, to_device(tensor(bad)),
+                           to_device(tensor(wts))))
+        assert np.isnan(y1[:2]).all()
+        np.testing.assert_allclose(y1[2:], yref[2:], *tol(k * NI, k))
 
 
 # ---- a whole layer in a device graph ----
@@ -245,6 +355,46 @@ def test_layer_graph_capture_and_replay():
             assert np.isfinite(to_numpy(y)).all()
     finally:
         y = want = None  # release the graph's output before its private pool goes
+        lib.ingot_graph_destroy(graph)
+
+
+def test_fused_layer_graph_capture_and_replay():
+    # The one-call path: route_linear (the router cluster kernel) + experts
+    # (gate_up prefetching the down rows), captured and replayed; equal to the
+    # same calls made eagerly and close to the CPU.
+    E, k, K, NI = 32, 4, 256, 64
+    wg = (RNG.standard_normal((E, K)) / 16).astype(BF16)
+    wgu, _ = rand_weights(RNG, E, 2 * NI, K, BF16)
+    wd, _ = rand_weights(RNG, E, K, NI, BF16)
+    dwg, dwgu, dwd = (to_device(tensor(a)) for a in (wg, wgu, wd))
+    dx = to_device(tensor(RNG.standard_normal((1, K)).astype(BF16)))
+
+    def layer(xt, g, gu, d):
+        ws, ids = out_ptr(), out_ptr()
+        call("ingot_moe_route_linear", xt, g, k, True, ws, ids)
+        weights, ids = take(ws), take(ids)
+        return call("ingot_moe_experts", xt, gu, None, d, None, ids, weights)
+
+    want = layer(dx, dwg, dwgu, dwd)  # warm-up outside the capture
+    gc.collect()
+    assert lib.ingot_synchronize(CUDA) == 0
+    assert lib.ingot_graph_begin(CUDA) == 0
+    try:
+        y = layer(dx, dwg, dwgu, dwd)
+    finally:
+        graph = lib.ingot_graph_end(CUDA)
+    assert graph, "graph capture failed"
+    try:
+        for _ in range(3):
+            xn = RNG.standard_normal((1, K)).astype(BF16)
+            call("ingot_copy_", dx, to_device(tensor(xn)))
+            assert lib.ingot_graph_replay(graph) == 0
+            want = layer(dx, dwg, dwgu, dwd)
+            np.testing.assert_allclose(to_numpy(y), to_numpy(want), rtol=1e-6, atol=1e-7)
+            cpu = layer(tensor(xn), tensor(wg), tensor(wgu), tensor(wd))
+            np.testing.assert_allclose(to_numpy(y), to_numpy(cpu), *tol(k * K, k))
+    finally:
+        y = want = None
         lib.ingot_graph_destroy(graph)
 
 

@@ -81,6 +81,46 @@ def test_route_strided_logits_and_empty():
     assert w.shape == (0, 2) and ids.shape == (0, 2)
 
 
+def route_linear(x_t, router_t, k, renorm):
+    ws, ids = out_ptr(), out_ptr()
+    call("ingot_moe_route_linear", x_t, router_t, k, renorm, ws, ids)
+    return take(ws), take(ids)
+
+
+@pytest.mark.parametrize("xdt", [F32, BF16], ids=lambda d: NAMES[d])
+@pytest.mark.parametrize("rdt", [F32, BF16, F16], ids=lambda d: NAMES[d])
+@pytest.mark.parametrize("E,k,D", [(8, 2, 64), (128, 8, 96), (20, 20, 37)])
+@pytest.mark.parametrize("T", [1, 9])
+def test_route_linear(xdt, rdt, E, k, D, T):
+    # Logits = x . router^T (f32 dots), then the routing of test_route.
+    x = RNG.standard_normal((T, D)).astype(xdt)
+    router = (RNG.standard_normal((E, D)) * (3 / D ** 0.5)).astype(rdt)
+    for renorm in (True, False):
+        w, ids = route_linear(tensor(x), tensor(router), k, renorm)
+        rw, rids = route_ref(x.astype(np.float64) @ router.astype(np.float64).T, k, renorm)
+        np.testing.assert_array_equal(to_numpy(ids), rids)
+        np.testing.assert_allclose(to_numpy(w), rw, rtol=2e-5, atol=1e-7)
+    # strided operands: a transposed x and a router view
+    w2, ids2 = route_linear(transposed(x), transposed(router), k, False)
+    np.testing.assert_array_equal(to_numpy(ids2), rids)
+
+
+def test_route_linear_errors():
+    x = tensor(np.zeros((2, 16), np.float32))
+    r = tensor(np.zeros((8, 16), BF16))
+    f = "ingot_moe_route_linear"
+    raises("moe_route_linear: k \\(9\\) must be in \\[1, 8\\]", f, x, r, 9, True, out_ptr(),
+           out_ptr())
+    raises("moe_route_linear: x must be \\[T, D\\] and router \\[E, D\\]", f,
+           tensor(np.zeros(16, np.float32)), r, 2, True, out_ptr(), out_ptr())
+    raises("moe_route_linear: x and router must be float32, bfloat16 or float16", f, x,
+           tensor(np.zeros((8, 16), np.int32)), 2, True, out_ptr(), out_ptr())
+    raises("moe_route_linear: x has D = 16 but router rows have 12", f, x,
+           tensor(np.zeros((8, 12), BF16)), 2, True, out_ptr(), out_ptr())
+    raises("moe_route_linear: NULL output pointer", f, x, r, 2, True, None, None)
+    raises("NULL", f, None, r, 2, True, out_ptr(), out_ptr())
+
+
 def h_tol(x, w, scale, ids, K):
     """atol of h: |u|*dg + |silu(g)|*du with dg, du the f32 dot error bound."""
     href = gate_up_ref(x, w, scale, ids)
@@ -176,6 +216,50 @@ def test_layer(wdt, T):
     np.testing.assert_array_equal(to_numpy(ids), rids)
     ry = down_ref(gate_up_ref(x, wgu, sgu, rids), wd, sd, rids, rw)
     np.testing.assert_allclose(to_numpy(y), ry, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("wdt", WDTS, ids=lambda d: NAMES[d])
+@pytest.mark.parametrize("T", [1, 5, 9])
+def test_experts(wdt, T):
+    # ingot_moe_experts = moe_down(moe_gate_up(...)): the same kernels, equal bits.
+    E, k, K, NI = 8, 3, 48, 24
+    x = RNG.standard_normal((T, K)).astype(BF16)
+    wgu, sgu = rand_weights(RNG, E, 2 * NI, K, wdt)
+    wd, sd = rand_weights(RNG, E, K, NI, wdt)
+    ids = rand_ids(RNG, T, k, E)
+    wts = RNG.uniform(0, 1, (T, k)).astype(np.float32)
+    opt = lambda a: None if a is None else tensor(a)
+    y = call("ingot_moe_experts", tensor(x), tensor(wgu), opt(sgu), tensor(wd), opt(sd),
+             tensor(ids), tensor(wts))
+    h = call("ingot_moe_gate_up", tensor(x), tensor(wgu), opt(sgu), tensor(ids))
+    y2 = call("ingot_moe_down", h, tensor(wd), opt(sd), tensor(ids), tensor(wts))
+    np.testing.assert_array_equal(to_numpy(y), to_numpy(y2))
+    ry = down_ref(gate_up_ref(x, wgu, sgu, ids), wd, sd, ids, wts)
+    np.testing.assert_allclose(to_numpy(y), ry, rtol=1e-4, atol=1e-4)
+
+
+def test_experts_errors():
+    x = tensor(np.zeros((2, 16), np.float32))
+    wgu = tensor(np.zeros((4, 8, 16), BF16))
+    wd = tensor(np.zeros((4, 16, 4), BF16))
+    ids = tensor(np.zeros((2, 2), np.int32))
+    wts = tensor(np.ones((2, 2), np.float32))
+    e = "ingot_moe_experts"
+    call(e, x, wgu, None, wd, None, ids, wts)  # the valid call the others vary
+    raises("moe_experts: w must be bfloat16", e, x, wgu, None,
+           tensor(np.zeros((4, 16, 4), np.int8)), None, ids, wts)
+    raises("moe_experts: scale must be \\[4, 16\\]", e, x, wgu, None, wd,
+           tensor(np.ones((4, 4), np.float32)), ids, wts)
+    raises("moe_down: h has I = 4 but w rows have 5", e, x, wgu, None,
+           tensor(np.zeros((4, 16, 5), BF16)), None, ids, wts)
+    raises("moe_down: weights must be \\[2, 2\\]", e, x, wgu, None, wd, None, ids,
+           tensor(np.ones((2, 3), np.float32)))
+    raises("moe_gate_up: x has K = 16 but w rows have 12", e, x,
+           tensor(np.zeros((4, 8, 12), BF16)), None, wd, None, ids, wts)
+    raises("moe_gate_up: expert id 4 at position 3 is out of range", e, x, wgu, None, wd, None,
+           tensor(np.array([[0, 1], [2, 4]], np.int32)), wts)
+    raises("NULL", e, x, wgu, None, None, None, ids, wts)
+    raises("NULL", e, x, wgu, None, wd, None, ids, None)
 
 
 def test_empty():
