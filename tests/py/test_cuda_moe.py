@@ -316,15 +316,48 @@ def test_bad_ids_give_nan_rows():
 
 # ---- a whole layer in a device graph ----
 
-def test_layer_graph_capture_and_replay():
+def graph_layer_case():
+    """A small bf16 MoE layer's weights (router [E, K], gate/up, down) on both
+    devices and a device input row."""
     E, k, K, NI = 32, 4, 256, 64
-    wg = (RNG.standard_normal((E, K)) / 16).astype(BF16)  # router [E, K], used transposed
+    wg = (RNG.standard_normal((E, K)) / 16).astype(BF16)
     wgu, _ = rand_weights(RNG, E, 2 * NI, K, BF16)
     wd, _ = rand_weights(RNG, E, K, NI, BF16)
-    dwgu, dwd = to_device(tensor(wgu)), to_device(tensor(wd))
-    dwg = call("ingot_transpose", to_device(tensor(wg)), 0, 1)
-    x0 = RNG.standard_normal((1, K)).astype(BF16)
-    dx = to_device(tensor(x0))
+    dx = to_device(tensor(RNG.standard_normal((1, K)).astype(BF16)))
+    return k, K, (wg, wgu, wd), dx
+
+
+def check_graph_replays(layer, dargs, dx, K, cpu_check=None):
+    """layer(x, *dargs) captured once, replayed on 3 new inputs: equal to the
+    same calls made eagerly (the router logits decide the experts, so the
+    reference is this device); cpu_check(y, x) adds a check per replay."""
+    want = layer(dx, *dargs)  # warm-up: lazy setup (libraries, attributes) not captured
+    gc.collect()  # nothing of earlier tests is released during the capture
+    assert lib.ingot_synchronize(CUDA) == 0
+    assert lib.ingot_graph_begin(CUDA) == 0
+    try:
+        y = layer(dx, *dargs)
+    finally:
+        graph = lib.ingot_graph_end(CUDA)
+    assert graph, "graph capture failed"
+    try:
+        for _ in range(3):
+            xn = RNG.standard_normal((1, K)).astype(BF16)
+            call("ingot_copy_", dx, to_device(tensor(xn)))
+            assert lib.ingot_graph_replay(graph) == 0
+            want = layer(dx, *dargs)
+            np.testing.assert_allclose(to_numpy(y), to_numpy(want), rtol=1e-6, atol=1e-7)
+            assert np.isfinite(to_numpy(y)).all()
+            if cpu_check:
+                cpu_check(y, xn)
+    finally:
+        y = want = None  # release the graph's output before its private pool goes
+        lib.ingot_graph_destroy(graph)
+
+
+def test_layer_graph_capture_and_replay():
+    # The op-by-op path: router matmul, route, gate_up, down.
+    k, K, (wg, wgu, wd), dx = graph_layer_case()
 
     def layer(xt, g, gu, d):
         logits = call("ingot_matmul", xt, g)
@@ -334,40 +367,14 @@ def test_layer_graph_capture_and_replay():
         h = call("ingot_moe_gate_up", xt, gu, None, ids)
         return call("ingot_moe_down", h, d, None, ids, weights)
 
-    want = layer(dx, dwg, dwgu, dwd)  # warm-up: lazy setup (libraries, attributes) not captured
-    gc.collect()  # nothing of earlier tests is released during the capture
-    assert lib.ingot_synchronize(CUDA) == 0
-    assert lib.ingot_graph_begin(CUDA) == 0
-    try:
-        y = layer(dx, dwg, dwgu, dwd)
-    finally:
-        graph = lib.ingot_graph_end(CUDA)
-    assert graph, "graph capture failed"
-    try:
-        for _ in range(3):
-            xn = RNG.standard_normal((1, K)).astype(BF16)
-            call("ingot_copy_", dx, to_device(tensor(xn)))
-            assert lib.ingot_graph_replay(graph) == 0
-            # The same kernels run eagerly (bf16 router logits decide the experts,
-            # so the reference is this device, not the CPU): equal results.
-            want = layer(dx, dwg, dwgu, dwd)
-            np.testing.assert_allclose(to_numpy(y), to_numpy(want), rtol=1e-6, atol=1e-7)
-            assert np.isfinite(to_numpy(y)).all()
-    finally:
-        y = want = None  # release the graph's output before its private pool goes
-        lib.ingot_graph_destroy(graph)
+    dg = call("ingot_transpose", to_device(tensor(wg)), 0, 1)
+    check_graph_replays(layer, (dg, to_device(tensor(wgu)), to_device(tensor(wd))), dx, K)
 
 
 def test_fused_layer_graph_capture_and_replay():
     # The one-call path: route_linear (the router cluster kernel) + experts
-    # (gate_up prefetching the down rows), captured and replayed; equal to the
-    # same calls made eagerly and close to the CPU.
-    E, k, K, NI = 32, 4, 256, 64
-    wg = (RNG.standard_normal((E, K)) / 16).astype(BF16)
-    wgu, _ = rand_weights(RNG, E, 2 * NI, K, BF16)
-    wd, _ = rand_weights(RNG, E, K, NI, BF16)
-    dwg, dwgu, dwd = (to_device(tensor(a)) for a in (wg, wgu, wd))
-    dx = to_device(tensor(RNG.standard_normal((1, K)).astype(BF16)))
+    # (gate_up prefetching the down rows); also close to the CPU.
+    k, K, (wg, wgu, wd), dx = graph_layer_case()
 
     def layer(xt, g, gu, d):
         ws, ids = out_ptr(), out_ptr()
@@ -375,27 +382,12 @@ def test_fused_layer_graph_capture_and_replay():
         weights, ids = take(ws), take(ids)
         return call("ingot_moe_experts", xt, gu, None, d, None, ids, weights)
 
-    want = layer(dx, dwg, dwgu, dwd)  # warm-up outside the capture
-    gc.collect()
-    assert lib.ingot_synchronize(CUDA) == 0
-    assert lib.ingot_graph_begin(CUDA) == 0
-    try:
-        y = layer(dx, dwg, dwgu, dwd)
-    finally:
-        graph = lib.ingot_graph_end(CUDA)
-    assert graph, "graph capture failed"
-    try:
-        for _ in range(3):
-            xn = RNG.standard_normal((1, K)).astype(BF16)
-            call("ingot_copy_", dx, to_device(tensor(xn)))
-            assert lib.ingot_graph_replay(graph) == 0
-            want = layer(dx, dwg, dwgu, dwd)
-            np.testing.assert_allclose(to_numpy(y), to_numpy(want), rtol=1e-6, atol=1e-7)
-            cpu = layer(tensor(xn), tensor(wg), tensor(wgu), tensor(wd))
-            np.testing.assert_allclose(to_numpy(y), to_numpy(cpu), *tol(k * K, k))
-    finally:
-        y = want = None
-        lib.ingot_graph_destroy(graph)
+    def cpu_check(y, xn):
+        cpu = layer(tensor(xn), tensor(wg), tensor(wgu), tensor(wd))
+        np.testing.assert_allclose(to_numpy(y), to_numpy(cpu), *tol(k * K, k))
+
+    check_graph_replays(layer, tuple(to_device(tensor(a)) for a in (wg, wgu, wd)), dx, K,
+                        cpu_check)
 
 
 def test_down_gemv_large_staging():
