@@ -61,16 +61,16 @@ static bool rand_layer(const ingot_model_config *c, ingot_dtype wdt, ingot_devic
   int64_t dim = c->dim, qd = (int64_t)c->n_heads * c->head_dim,
           kvd = (int64_t)c->n_kv_heads * c->head_dim;
   ingot_dtype ldt = wdt == INGOT_F8E4M3FN ? INGOT_BF16 : wdt; /* linear layers */
+  /* q|k|v and gate|up stacked by rows, as a loaded model's (forward_dev.c) */
   if (!(D->attn_norm = ones(dim, dev)) || !(D->ffn_norm = ones(dim, dev)) ||
-      !rand_linear(qd, dim, ldt, dev, &D->wq) || !rand_linear(kvd, dim, ldt, dev, &D->wk) ||
-      !rand_linear(kvd, dim, ldt, dev, &D->wv) || !rand_linear(dim, qd, ldt, dev, &D->wo))
+      !rand_linear(qd + 2 * kvd, dim, ldt, dev, &D->qkv) ||
+      !rand_linear(dim, qd, ldt, dev, &D->wo))
     return false;
   if (c->qk_norm &&
       (!(D->q_norm = ones(c->head_dim, dev)) || !(D->k_norm = ones(c->head_dim, dev))))
     return false;
   if (!(D->sparse = c->n_experts > 0))
-    return rand_linear(c->ffn_dim, dim, ldt, dev, &D->gate) &&
-           rand_linear(c->ffn_dim, dim, ldt, dev, &D->up) &&
+    return rand_linear(2 * c->ffn_dim, dim, ldt, dev, &D->gate_up) &&
            rand_linear(dim, c->ffn_dim, ldt, dev, &D->down);
   dev_moe *M = &D->moe;
   int64_t E = c->n_experts, I = c->expert_ffn_dim, S = c->shared_expert_ffn_dim;
