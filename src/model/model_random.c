@@ -63,8 +63,7 @@ static bool rand_layer(const ingot_model_config *c, ingot_dtype wdt, ingot_devic
   ingot_dtype ldt = wdt == INGOT_F8E4M3FN ? INGOT_BF16 : wdt; /* linear layers */
   /* q|k|v and gate|up stacked by rows, as a loaded model's (forward_dev.c) */
   if (!(D->attn_norm = ones(dim, dev)) || !(D->ffn_norm = ones(dim, dev)) ||
-      !rand_linear(qd + 2 * kvd, dim, ldt, dev, &D->qkv) ||
-      !rand_linear(dim, qd, ldt, dev, &D->wo))
+      !rand_linear(qd + 2 * kvd, dim, ldt, dev, &D->qkv) || !rand_linear(dim, qd, ldt, dev, &D->wo))
     return false;
   if (c->qk_norm &&
       (!(D->q_norm = ones(c->head_dim, dev)) || !(D->k_norm = ones(c->head_dim, dev))))
