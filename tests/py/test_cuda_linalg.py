@@ -77,11 +77,13 @@ def test_cuda_inverse_failure_word(dt):
         la("inv", mk(b))
 
 
-SVD_ALGOS = ["gesvd", "gesvdp", "gesvdj", "auto"]
+# auto is what every other SVD test runs; gesvdp takes gesvd for complex
+# inputs (the gesvd cases cover them).
+SVD_CASES = [(a, d) for a in ("gesvd", "gesvdj") for d in DTYPES] + \
+    [("gesvdp", d) for d in DTYPES if np.dtype(d).kind == "f"]
 
 
-@pytest.mark.parametrize("dt", DTYPES, ids=[LA_NAMES[d] for d in DTYPES])
-@pytest.mark.parametrize("algo", SVD_ALGOS)
+@pytest.mark.parametrize("algo,dt", SVD_CASES, ids=[f"{a}-{LA_NAMES[d]}" for a, d in SVD_CASES])
 def test_cuda_svd_algo(algo, dt, monkeypatch):
     """Each SVD algorithm forced by INGOT_SVD_ALGO on the shapes and the
     adversarial set of the CPU tests (tiny singular values, x1e+-30 scaling,
