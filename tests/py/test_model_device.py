@@ -470,6 +470,21 @@ def test_tensor_forward_matches_raw_path(smol):
     compare_models(smol, "tensor", LOGIT_ATOL_CPU)
 
 
+def test_tensor_forward_long_prompt(smol):
+    """A prompt longer than one prefill pass (512 rows, forward_dev.c), then
+    one more token: the same logits as the raw path."""
+    ref, m = load(smol, "raw"), load(smol, "tensor")
+    try:
+        ids = np.concatenate([tokenize(ref, PROMPTS[i % 3] + " ") for i in range(70)])
+        assert len(ids) > 512
+        np.testing.assert_allclose(logits(m, ids), logits(ref, ids), atol=LOGIT_ATOL_CPU, rtol=0)
+        nxt = [7]
+        np.testing.assert_allclose(logits(m, nxt), logits(ref, nxt), atol=LOGIT_ATOL_CPU, rtol=0)
+    finally:
+        lib.ingot_model_free(ref)
+        lib.ingot_model_free(m)
+
+
 def gen_more(m, ids, n, stop_at_eos=False, stop_after=None):
     """ingot_generate continuing the cache (no reset); the callback stops it
     after stop_after streamed tokens. Returns (tokens, n_past after)."""
