@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../core/fpconv.h"
+#include "../core/workpool.h"
 #include "ingot/backend.h"
 #include "ingot/quant.h"
 
@@ -342,6 +343,19 @@ static mv_kernel pick_kernel(void) {
   return k;
 }
 
+/* Row chunk c of a matvec (a workpool item). */
+typedef struct mv_chunks {
+  mv_kernel k;
+  const mv_job *jb;
+  int64_t rb; /* rows per chunk */
+} mv_chunks;
+
+static void mv_chunk(void *arg, int64_t c) {
+  const mv_chunks *mc = arg;
+  const int64_t r0 = c * mc->rb, r1 = r0 + mc->rb < mc->jb->rows ? r0 + mc->rb : mc->jb->rows;
+  mc->k(mc->jb, r0, r1);
+}
+
 ingot_status ingot_ggml_matvec(int type, const void *w, int64_t rows, int64_t cols, const float *x,
                                int64_t nx, float *y) {
   return ingot_ggml_matvec_strided(type, w, ingot_ggml_row_size(type, cols), rows, cols, x, nx, y);
@@ -380,16 +394,16 @@ ingot_status ingot_ggml_matvec_strided(int type, const void *w, size_t row_strid
     }
     jb.xsum = xsum;
   }
-  const mv_kernel k = pick_kernel();
   /* Chunks of rows keep each thread on contiguous weights; small products
-   * stay on the calling thread (a parallel region costs microseconds). */
-  const int64_t rb = 16, nch = (rows + rb - 1) / rb;
-  const int par = nch > 1 && (double)rows * (double)cols * (double)nx >= 65536.0;
-#pragma omp parallel for schedule(static) if (par)
-  for (int64_t c = 0; c < nch; c++) {
-    const int64_t r0 = c * rb, r1 = r0 + rb < rows ? r0 + rb : rows;
-    k(&jb, r0, r1);
-  }
+   * stay on the calling thread. The decode worker pool, not OpenMP: an
+   * OpenMP barrier waits for a preempted thread (decode ~10x slower on a busy
+   * machine, see workpool.h). */
+  mv_chunks mc = {pick_kernel(), &jb, 16};
+  const int64_t nch = (rows + mc.rb - 1) / mc.rb;
+  if (nch > 1 && (double)rows * (double)cols * (double)nx >= 65536.0)
+    workpool_for(nch, mv_chunk, &mc);
+  else
+    for (int64_t c = 0; c < nch; c++) mv_chunk(&mc, c);
   free(xsum);
   return INGOT_OK;
 }
