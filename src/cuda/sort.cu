@@ -17,12 +17,16 @@
 // Topk with k <= 32, keys up to 32 bits (all dtypes but 64-bit ones) and rows shorter than
 // 2^32 (the fast path, "warp-list" below): a row is split over `bpr` blocks (at most one wave
 // of resident blocks over the device, >= 1024 elements a block); each warp keeps one sorted
-// k-list spread over its lanes and filters elements against its k-th entry (f32 rows with unit
-// stride load float4 and filter in float); warps' lists merge by rank in shared memory. With
-// bpr > 1 one launch does all: blocks write k candidates to a persistent per-(device, stream)
-// buffer, __threadfence, bump the row's arrival counter, and the row's last block merges and
-// resets the counter to 0 (no scratch allocation, memset or second launch). Without that
-// buffer (graph capture, > 16 streams) the candidates go to scratch and a merge kernel follows.
+// k-list spread over its lanes and filters elements against min(its k-th entry, a bound): the
+// bound, set before the first insertion, is the k-th best of the lanes' best first elements
+// (one warp sort), so the list is not warmed up element by element (16 sorts a warp, most of
+// the kernel's time before). f32 rows with unit stride load float4 and filter in float; warps'
+// lists merge by rank in shared memory. With bpr > 1 one launch does all: blocks write k
+// candidates to the stream's workspace (cuda_stream_workspace), __threadfence, bump the row's
+// arrival counter, and the row's last block merges (the same primed warp lists over the
+// candidates) and resets the counter to 0 (no scratch allocation, memset or second launch).
+// Without a workspace (graph capture, > 16 streams) the candidates go to scratch and a merge
+// kernel follows.
 //
 // Other topk with k <= 64 and rows shorter than 2^32: each row is split over `bpr` blocks of 256
 // threads; every thread keeps a sorted register list of its K best candidates (K = 8/16/32/64
