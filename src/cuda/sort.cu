@@ -25,8 +25,8 @@
 // candidates to the stream's workspace (cuda_stream_workspace), __threadfence, bump the row's
 // arrival counter, and the row's last block merges (the same primed warp lists over the
 // candidates) and resets the counter to 0 (no scratch allocation, memset or second launch).
-// Without a workspace (graph capture, > 16 streams) the candidates go to scratch and a merge
-// kernel follows.
+// Without a workspace (graph capture, > 16 streams) counters and candidates come from scratch
+// (the graph's pool in a capture) and a memset zeroes the counters: still one kernel.
 //
 // Other topk with k <= 64 and rows shorter than 2^32: each row is split over `bpr` blocks of 256
 // threads; every thread keeps a sorted register list of its K best candidates (K = 8/16/32/64
@@ -675,9 +675,9 @@ __device__ __forceinline__ void wt_merge_row(const u64 *cand, int64_t total, int
 }
 
 // Block (row r, part b) selects the k best of its chunk. bpr == 1: writes the row. Else
-// writes k candidates to cand[(r * bpr + b) * k ...]; with cnt (fused mode) the last block
-// of the row to finish (per-row arrival counter) merges the row and resets its counter to 0
-// for the next launch; without cnt, wt_merge_kernel follows.
+// writes k candidates to cand[(r * bpr + b) * k ...]; the last block of the row to finish
+// (per-row arrival counter cnt, 0 on entry) merges the row and resets its counter to 0 for
+// the next launch.
 template <bool VEC, int ES>
 __global__ void __launch_bounds__(TOPK_THREADS)
     wt_part_kernel(const char *x, int dt, int es, RowGeom g, int64_t n, int k, int64_t rows,
@@ -716,18 +716,6 @@ __global__ void __launch_bounds__(TOPK_THREADS)
       }
     }
     __syncthreads();  // shared memory is reused by the next grid-stride iteration
-  }
-}
-
-// Two-launch mode: one block per row merges the row's bpr * k candidates.
-__global__ void __launch_bounds__(TOPK_THREADS)
-    wt_merge_kernel(const char *x, int es, RowGeom g, int k, int64_t rows, int64_t bpr,
-                    const u64 *cand, char *vout, int64_t *xout) {
-  __shared__ u64 wb[TOPK_WARPS * 32];
-  __shared__ u64 best[32];
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    wt_merge_row(cand + r * bpr * k, bpr * k, k, x, es, g, r, vout, xout, wb, best);
-    __syncthreads();
   }
 }
 
@@ -921,17 +909,23 @@ ingot_status topk_warp(ingot_op_args *a, int dev, cudaStream_t s, const RowGeom 
   unsigned grid = (unsigned)(blocks < 65535 * 16 ? blocks : 65535 * 16);
   u64 *cand = nullptr;
   unsigned *cnt = nullptr;
-  bool scratch = false;
+  char *scratch = nullptr;
   if (bpr > 1) {
     char *buf =
         rows <= kWtRows && blocks * k <= kWtCands ? (char *)cuda_stream_workspace(dev, s) : nullptr;
     if (buf) {
       cnt = (unsigned *)buf;
       cand = (u64 *)(buf + CUDA_WS_COUNTERS * sizeof(unsigned));
-    } else {
-      cand = (u64 *)cuda_scratch_alloc(dev, sizeof(u64) * (size_t)(blocks * k), s);
-      if (!cand) return ingot_set_error(INGOT_ERR_OOM, "topk: out of device memory");
-      scratch = true;
+    } else {  // graph capture (the graph owns this memory), > 16 streams or a huge call
+      size_t cnt_b = align_up((size_t)rows * sizeof(unsigned));
+      scratch = (char *)cuda_scratch_alloc(dev, cnt_b + sizeof(u64) * (size_t)(blocks * k), s);
+      if (!scratch) return ingot_set_error(INGOT_ERR_OOM, "topk: out of device memory");
+      cnt = (unsigned *)scratch;
+      cand = (u64 *)(scratch + cnt_b);
+      if (ingot_status st = cuda_check(cudaMemsetAsync(cnt, 0, cnt_b, s), "topk")) {
+        cuda_scratch_free(dev, scratch, s);
+        return st;
+      }
     }
   }
   if (vec)
@@ -947,12 +941,7 @@ ingot_status topk_warp(ingot_op_args *a, int dev, cudaStream_t s, const RowGeom 
     wt_part_kernel<false, 4><<<grid, TOPK_THREADS, 0, s>>>(x, dt, es, g, n, k, rows, bpr, chunk, fm,
                                                            cand, cnt, vout, xout);
   ingot_status st = launch_status("topk");
-  if (!st && bpr > 1 && !cnt) {
-    unsigned g2 = (unsigned)(rows < 65535 * 16 ? rows : 65535 * 16);
-    wt_merge_kernel<<<g2, TOPK_THREADS, 0, s>>>(x, es, g, k, rows, bpr, cand, vout, xout);
-    st = launch_status("topk");
-  }
-  if (scratch) cuda_scratch_free(dev, cand, s);
+  if (scratch) cuda_scratch_free(dev, scratch, s);
   return st;
 }
 
