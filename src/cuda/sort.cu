@@ -645,11 +645,33 @@ __device__ __forceinline__ void wt_block_best(u64 v, int k, u64 *wb, u64 *best) 
   __syncthreads();
 }
 
+// Final k of row r (warp-list candidates) into the outputs. f32 values come back from their
+// keys (the key is a bijection of the bits but for NaN, whose payload it drops, and -0.0,
+// which it merges with 0.0): no dependent load of x on the way out; other dtypes and those
+// two keys copy from x.
+__device__ __forceinline__ void wt_write_row(const u64 *best, int k, const char *x, int es, int dt,
+                                             uint32_t flip, const RowGeom &g, int64_t r, char *vout,
+                                             int64_t *xout) {
+  int64_t io, vo, xo;
+  row_offsets(g, r, io, vo, xo);
+  for (int i = threadIdx.x; i < k; i += blockDim.x) {
+    int64_t pos = cand_pos(best[i]);
+    uint32_t key = (uint32_t)(best[i] >> 32) ^ flip;
+    char *dst = vout + (vo + i * g.vsd) * es;
+    if (dt == INGOT_F32 && key != 0xffffffffu && key != 0x80000000u)
+      *(uint32_t *)dst = (key & 0x80000000u) ? (key ^ 0x80000000u) : ~key;
+    else
+      copy_elem(dst, x + (io + pos * g.isd) * es, es);
+    xout[xo + i * g.xsd] = pos;
+  }
+}
+
 // Merges the row's `total` candidates (cand, written by other blocks: read from L2) and
 // writes the final row r.
 __device__ __forceinline__ void wt_merge_row(const u64 *cand, int64_t total, int k, const char *x,
-                                             int es, const RowGeom &g, int64_t r, char *vout,
-                                             int64_t *xout, u64 *wb, u64 *best) {
+                                             int es, int dt, uint32_t flip, const RowGeom &g,
+                                             int64_t r, char *vout, int64_t *xout, u64 *wb,
+                                             u64 *best) {
   int lane = threadIdx.x & 31;
   WL w;
   wl_init(w);
@@ -671,7 +693,7 @@ __device__ __forceinline__ void wt_merge_row(const u64 *cand, int64_t total, int
     }
   }
   wt_block_best(w.v, k, wb, best);
-  write_row(best, k, x, es, g, r, vout, xout);
+  wt_write_row(best, k, x, es, dt, flip, g, r, vout, xout);
 }
 
 // Block (row r, part b) selects the k best of its chunk. bpr == 1: writes the row. Else
@@ -700,7 +722,7 @@ __global__ void __launch_bounds__(TOPK_THREADS)
       wt_scan_gen<ES>(w, row, g.isd, lo, hi, dt, flip, k, lane);
     wt_block_best(w.v, k, wb, best);
     if (bpr == 1) {
-      write_row(best, k, x, es, g, r, vout, xout);
+      wt_write_row(best, k, x, es, dt, flip, g, r, vout, xout);
     } else {
       if (threadIdx.x < k) cand[blk * k + threadIdx.x] = best[threadIdx.x];
       if (cnt) {
@@ -710,7 +732,7 @@ __global__ void __launch_bounds__(TOPK_THREADS)
         __syncthreads();
         if (last) {         // block-uniform
           __threadfence();  // the other blocks' candidates (fenced before their arrival)
-          wt_merge_row(cand + r * bpr * k, bpr * k, k, x, es, g, r, vout, xout, wb, best);
+          wt_merge_row(cand + r * bpr * k, bpr * k, k, x, es, dt, flip, g, r, vout, xout, wb, best);
           if (threadIdx.x == 0) cnt[r] = 0;  // every block of the row has arrived
         }
       }
