@@ -14,12 +14,14 @@
 //        and writes its slice. Deterministic, no atomics, no host sync.
 //      S > 1 and f32/bf16/f16 (the usual case): ONE ordinary launch instead (no cooperative
 //        launch, so it is captured in graphs too): each block sweeps its slice with 16-byte
-//        loads, keeping its first kCached vectors a thread in registers, writes its (max,
+//        loads, keeping its first vectors in registers and shared memory (up to 13 a
+//        thread, 48 KB a block), writes its (max,
 //        sum exp, nan) to the row's partials, then meets the row's other blocks at a barrier
 //        of its own (row_barrier: an arrival counter the last block resets to 0 and a
 //        generation word it bumps); every block merges the row's S partials in a fixed order
 //        (deterministic; all get the same answer) and writes its slice: the kept vectors from
-//        registers, the rest re-read newest first (from L2), outputs stored evict-first.
+//        registers and shared memory, the rest re-read newest first (from L2), outputs
+//        stored evict-first.
 //        The barrier needs the row's blocks co-resident: the grid is capped at (occupancy x
 //        SMs), queried once per device, and a kernel of ours never waits on another launch.
 //        Counters, generations and partials live in the stream's workspace
@@ -469,19 +471,25 @@ __device__ __forceinline__ void row_barrier(unsigned *cnt, unsigned *gen, unsign
   __syncthreads();
 }
 
-// 16-byte vectors a thread keeps in registers between the two passes (the rest of its share
-// of the slice is read again, from L2 where it stayed).
-constexpr int kCached = 2;
+// 16-byte vectors a thread keeps in registers between the two passes, and at most
+// kSmemKept more in dynamic shared memory (48 KB a block: 4 blocks an SM still fit, as
+// registers allow). The rest of its share of the slice is read again, from L2 where it
+// stayed.
+constexpr int kCached = 1;
+constexpr int kSmemKept = 12;
+constexpr size_t kSmemMax = (size_t)kSmemKept * SM_THREADS * 16;
 
 // Block (slice, row): stats of its slice -> part; barrier of the row's blocks; merge the
-// row's partials (warp 0, fixed order: every block gets the same answer); write the slice,
-// the first kCached vectors of each thread from registers, the rest re-read newest first.
-// One ordinary launch (capturable); the workspace (cnt, gen, part) is per stream.
+// row's partials (warp 0, fixed order: every block gets the same answer); write the slice:
+// each thread's first kCached vectors from registers, the next cs from shared memory, the
+// rest re-read newest first. One ordinary launch (capturable); the workspace (cnt, gen,
+// part) is per stream.
 template <class T>
 __global__ void __launch_bounds__(SM_THREADS, 4)
     softmax_fused_kernel(const T *__restrict__ in, T *__restrict__ out, Lines l, int64_t chunk,
-                         Part *part, unsigned *cnt, unsigned *gen, bool logsm) {
+                         Part *part, unsigned *cnt, unsigned *gen, int cs, bool logsm) {
   constexpr int N = Vec<T>::N;
+  extern __shared__ uint4 kept[];  // [cs][blockDim.x]: a thread's own slots only
   __shared__ MS<float> sh[33];
   __shared__ MS<float> res;
   int S = gridDim.x, s = blockIdx.x;
@@ -516,16 +524,26 @@ __global__ void __launch_bounds__(SM_THREADS, 4)
         ts_add_vec(u, v);
       }
     }
+    // vector tid + (kCached + c) * bd goes to kept[c * bd + tid] while c < cs (c is
+    // block-uniform)
     int64_t k = tid + kCached * bd;
-    for (; k + 3 * bd < nv; k += 4 * bd) {
-      float v0[N], v1[N], v2[N], v3[N];
-      load_vec(x + a0 + k * N, v0), load_vec(x + a0 + (k + bd) * N, v1);
-      load_vec(x + a0 + (k + 2 * bd) * N, v2), load_vec(x + a0 + (k + 3 * bd) * N, v3);
-      ts_add_vec(u, v0), ts_add_vec(u, v1), ts_add_vec(u, v2), ts_add_vec(u, v3);
+    int c = 0;
+    for (; k + 3 * bd < nv; k += 4 * bd, c += 4) {
+      uint4 q[4] = {__ldg(xv + k), __ldg(xv + k + bd), __ldg(xv + k + 2 * bd),
+                    __ldg(xv + k + 3 * bd)};
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        if (c + i < cs) kept[(c + i) * bd + tid] = q[i];
+        float v[N];
+        cvt_vec<T>(q[i], v);
+        ts_add_vec(u, v);
+      }
     }
-    for (; k < nv; k += bd) {
+    for (; k < nv; k += bd, c++) {
+      uint4 q = __ldg(xv + k);
+      if (c < cs) kept[c * bd + tid] = q;
       float v[N];
-      load_vec(x + a0 + k * N, v);
+      cvt_vec<T>(q, v);
       ts_add_vec(u, v);
     }
     for (int64_t j = lo + tid; j < a0; j += bd) u.add(to_acc(x[j]));
@@ -571,10 +589,10 @@ __global__ void __launch_bounds__(SM_THREADS, 4)
       store_vec(yv + (tid + c * bd) * N, o);
     }
   }
-  // The rest newest first: what pass 1 read last is the likeliest to be in L2 still.
   if (tid < nv) {
     int64_t j = (nv - 1 - tid) / bd;  // this thread's last vector is tid + j * bd
-    for (; j >= kCached + 1; j -= 2) {
+    // The re-read ones newest first: what pass 1 read last is the likeliest to be in L2.
+    for (; j >= kCached + cs + 1; j -= 2) {
       float v0[N], v1[N], o[N];
       load_vec(x + a0 + (tid + j * bd) * N, v0), load_vec(x + a0 + (tid + (j - 1) * bd) * N, v1);
 #pragma unroll
@@ -584,9 +602,17 @@ __global__ void __launch_bounds__(SM_THREADS, 4)
       for (int i = 0; i < N; i++) o[i] = sm_out<T>(v1[i], m, r, logsm);
       store_vec(yv + (tid + (j - 1) * bd) * N, o);
     }
-    if (j == kCached) {
+    if (j == kCached + cs) {
       float v[N], o[N];
       load_vec(x + a0 + (tid + j * bd) * N, v);
+#pragma unroll
+      for (int i = 0; i < N; i++) o[i] = sm_out<T>(v[i], m, r, logsm);
+      store_vec(yv + (tid + j * bd) * N, o);
+      j--;
+    }
+    for (; j >= kCached; j--) {  // the ones kept in shared memory
+      float v[N], o[N];
+      cvt_vec<T>(kept[(j - kCached) * bd + tid], v);
 #pragma unroll
       for (int i = 0; i < N; i++) o[i] = sm_out<T>(v[i], m, r, logsm);
       store_vec(yv + (tid + j * bd) * N, o);
@@ -626,7 +652,8 @@ constexpr int fused_slot() {
   return std::is_same<T, float>::value ? 0 : std::is_same<T, bf16_t>::value ? 1 : 2;
 }
 
-// Blocks of softmax_fused_kernel<T> that can be resident at once on dev (0: none/unknown).
+// Blocks of softmax_fused_kernel<T> that can be resident at once on dev with the most
+// shared memory a launch gives it (0: none/unknown).
 template <class T>
 int64_t fused_capacity(int dev) {
   if (dev < 0 || dev >= kMaxDev) return 0;
@@ -645,7 +672,7 @@ int64_t fused_capacity(int dev) {
   int occ = oc.load(std::memory_order_relaxed);
   if (occ == 0) {
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, softmax_fused_kernel<T>, SM_THREADS,
-                                                      0) != cudaSuccess) {
+                                                      kSmemMax) != cudaSuccess) {
       (void)cudaGetLastError();
       occ = 0;
     }
@@ -706,7 +733,13 @@ bool launch_fused(const T *in, T *out, const Lines &l, bool logsm, int dev, cuda
       }
     }
     dim3 grid((unsigned)S, (unsigned)l.count, 1);
-    softmax_fused_kernel<T><<<grid, SM_THREADS, 0, st>>>(in, out, l, chunk, part, cnt, gen, logsm);
+    // vectors a thread holds beyond its registers (a block's slice spans at most
+    // chunk / N + 1 vectors), in shared memory
+    int64_t per_thread = (chunk / N + 1 + SM_THREADS - 1) / SM_THREADS - kCached;
+    int cs = per_thread < 0 ? 0 : per_thread > kSmemKept ? kSmemKept : (int)per_thread;
+    size_t smem = (size_t)cs * SM_THREADS * sizeof(uint4);
+    softmax_fused_kernel<T>
+        <<<grid, SM_THREADS, smem, st>>>(in, out, l, chunk, part, cnt, gen, cs, logsm);
     rc = launch_status("softmax fused kernel");
     if (scratch) cuda_scratch_free(dev, scratch, st);
     return true;
