@@ -524,8 +524,7 @@ __global__ void __launch_bounds__(SM_THREADS, 4)
         ts_add_vec(u, v);
       }
     }
-    // vector tid + (kCached + c) * bd goes to kept[c * bd + tid] while c < cs (c is
-    // block-uniform)
+    // vector tid + (kCached + c) * bd goes to kept[c * bd + tid] while c < cs
     int64_t k = tid + kCached * bd;
     int c = 0;
     for (; k + 3 * bd < nv; k += 4 * bd, c += 4) {
