@@ -32,6 +32,7 @@
 #include <math.h>
 
 #include <atomic>
+#include <cuda/atomic>
 #include <type_traits>
 
 #include "cuda_common.cuh"
@@ -448,25 +449,25 @@ __device__ __forceinline__ void vsweep_out(const T *x, T *y, int64_t lo, int64_t
     y[k] = out_of<T>(sm_out<T>(to_acc(x[k]), m, r, logsm));
 }
 
+using dev_atomic = cuda::atomic_ref<unsigned, cuda::thread_scope_device>;
+
 // All S blocks of a row meet here. They are co-resident (the grid never exceeds what the
-// device holds at once: fused_capacity), so the wait ends. cnt is 0 on entry and again on
-// exit (the last block to arrive resets it for the next launch); gen may hold anything and
-// is bumped once by that last block, which releases the others. Writes made before the
-// barrier are visible after it (fences on both sides; read them with __ldcg).
-__device__ __forceinline__ void row_barrier(unsigned *cnt, unsigned *gen, unsigned S) {
+// device holds at once: fused_capacity), so the wait ends. cnt is 0 on entry and again at
+// the kernel's end (the last block to arrive resets it for the next launch); gen may hold
+// anything (g0: its value before this launch, read by thread 0 early, so that load's
+// latency hides behind the sweep) and is bumped once by that last block, which releases
+// the others. Thread 0's writes before the barrier are visible to every block after it
+// (its arrival is a release, the last block's bump a release after acquiring all
+// arrivals, the waiters' loads acquires); read them with __ldcg.
+__device__ __forceinline__ void row_barrier(unsigned *cnt, unsigned *gen, unsigned S, unsigned g0) {
   __syncthreads();
   if (threadIdx.x == 0) {
-    volatile unsigned *vg = gen;
-    unsigned g0 = *vg;  // before arriving: gen cannot move until every block has arrived
-    __threadfence();
-    if (atomicAdd(cnt, 1u) == S - 1) {
-      atomicExch(cnt, 0u);
-      __threadfence();
-      atomicAdd(gen, 1u);
+    if (dev_atomic(*cnt).fetch_add(1u, cuda::memory_order_acq_rel) == S - 1) {
+      dev_atomic(*gen).fetch_add(1u, cuda::memory_order_release);
+      dev_atomic(*cnt).store(0u, cuda::memory_order_relaxed);  // seen by the next launch
     } else {
-      while (*vg == g0) __nanosleep(40);
+      while (dev_atomic(*gen).load(cuda::memory_order_acquire) == g0) __nanosleep(32);
     }
-    __threadfence();
   }
   __syncthreads();
 }
@@ -494,6 +495,8 @@ __global__ void __launch_bounds__(SM_THREADS, 4)
   __shared__ MS<float> res;
   int S = gridDim.x, s = blockIdx.x;
   int64_t row = blockIdx.y, io, oo;
+  // gen before this launch: it cannot move before this block has arrived
+  unsigned g0 = threadIdx.x == 0 ? dev_atomic(gen[row]).load(cuda::memory_order_relaxed) : 0u;
   line_offsets(l, row, io, oo);
   int64_t lo = (int64_t)s * chunk, hi = lo + chunk < l.len ? lo + chunk : l.len;
   const T *x = in + io;
@@ -554,7 +557,7 @@ __global__ void __launch_bounds__(SM_THREADS, 4)
   }
   t = ms_block(t, sh);
   if (threadIdx.x == 0) part[row * S + s] = Part{(double)t.m, t.s, t.nan};
-  row_barrier(cnt + row, gen + row, (unsigned)S);
+  row_barrier(cnt + row, gen + row, (unsigned)S, g0);
   if (threadIdx.x < 32) {
     int lane = threadIdx.x;
     MS<float> u;

@@ -36,6 +36,7 @@
 // final row; otherwise blocks write k candidates each to scratch and a second kernel (one block per
 // row) merges the bpr * k candidates the same way. No host sync (scratch aside).
 #include <cub/cub.cuh>
+#include <cuda/atomic>
 
 #include <mutex>
 
@@ -726,12 +727,14 @@ __global__ void __launch_bounds__(TOPK_THREADS)
     } else {
       if (threadIdx.x < k) cand[blk * k + threadIdx.x] = best[threadIdx.x];
       if (cnt) {
-        __threadfence();  // this block's candidates are visible before its arrival counts
+        // Arrival: the block's candidates (written before the barrier) are released with
+        // thread 0's arrival; the last block acquires every arrival (CUTLASS's barrier).
         __syncthreads();
-        if (threadIdx.x == 0) last = atomicAdd(cnt + r, 1u) == (unsigned)(bpr - 1);
+        if (threadIdx.x == 0)
+          last = cuda::atomic_ref<unsigned, cuda::thread_scope_device>(cnt[r]).fetch_add(
+                     1u, cuda::memory_order_acq_rel) == (unsigned)(bpr - 1);
         __syncthreads();
-        if (last) {         // block-uniform
-          __threadfence();  // the other blocks' candidates (fenced before their arrival)
+        if (last) {  // block-uniform
           wt_merge_row(cand + r * bpr * k, bpr * k, k, x, es, dt, flip, g, r, vout, xout, wb, best);
           if (threadIdx.x == 0) cnt[r] = 0;  // every block of the row has arrived
         }
