@@ -517,36 +517,34 @@ __global__ void __launch_bounds__(SM_THREADS, 4)
   if (same) {
     TS<float> u{-INFINITY, 0.f, 0};
 #pragma unroll
-    for (int c = 0; c < kCached; c++)  // all loads first: in flight together
+    for (int c = 0; c < kCached; c++)
       if (tid + c * bd < nv) keep[c] = __ldg(xv + tid + c * bd);
-#pragma unroll
-    for (int c = 0; c < kCached; c++) {
-      if (tid + c * bd < nv) {
-        float v[N];
-        cvt_vec<T>(keep[c], v);
-        ts_add_vec(u, v);
-      }
-    }
-    // vector tid + (kCached + c) * bd goes to kept[c * bd + tid] while c < cs
-    int64_t k = tid + kCached * bd;
+    // Then rounds of 4 vectors, each round's loads issued before any is used (a short
+    // slice, B=1, is one round: one memory latency, not one per vector). Vector
+    // tid + (kCached + c) * bd goes to kept[c * bd + tid] while c < cs.
     int c = 0;
-    for (; k + 3 * bd < nv; k += 4 * bd, c += 4) {
-      uint4 q[4] = {__ldg(xv + k), __ldg(xv + k + bd), __ldg(xv + k + 2 * bd),
-                    __ldg(xv + k + 3 * bd)};
+    for (int64_t k = tid + kCached * bd; k < nv; k += 4 * bd, c += 4) {
+      uint4 q[4];
+#pragma unroll
+      for (int i = 0; i < 4; i++)
+        q[i] = k + i * bd < nv ? __ldg(xv + k + i * bd) : make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
       for (int i = 0; i < 4; i++) {
-        if (c + i < cs) kept[(c + i) * bd + tid] = q[i];
-        float v[N];
-        cvt_vec<T>(q[i], v);
-        ts_add_vec(u, v);
+        if (k + i * bd < nv) {
+          if (c + i < cs) kept[(c + i) * bd + tid] = q[i];
+          float v[N];
+          cvt_vec<T>(q[i], v);
+          ts_add_vec(u, v);
+        }
       }
     }
-    for (; k < nv; k += bd, c++) {
-      uint4 q = __ldg(xv + k);
-      if (c < cs) kept[c * bd + tid] = q;
-      float v[N];
-      cvt_vec<T>(q, v);
-      ts_add_vec(u, v);
+#pragma unroll
+    for (int c2 = 0; c2 < kCached; c2++) {  // the register-kept ones, loaded first, used last
+      if (tid + c2 * bd < nv) {
+        float v[N];
+        cvt_vec<T>(keep[c2], v);
+        ts_add_vec(u, v);
+      }
     }
     for (int64_t j = lo + tid; j < a0; j += bd) u.add(to_acc(x[j]));
     for (int64_t j = a1 + tid; j < hi; j += bd) u.add(to_acc(x[j]));
