@@ -477,6 +477,7 @@ __device__ __forceinline__ void row_barrier(unsigned *cnt, unsigned *gen, unsign
 // registers allow). The rest of its share of the slice is read again, from L2 where it
 // stayed.
 constexpr int kCached = 1;
+constexpr int kMaxSlices = 128;  // slices a row at most (launch_fused caps S)
 constexpr int kSmemKept = 12;
 constexpr size_t kSmemMax = (size_t)kSmemKept * SM_THREADS * 16;
 
@@ -560,11 +561,18 @@ __global__ void __launch_bounds__(SM_THREADS, 4)
     int lane = threadIdx.x;
     MS<float> u;
     ms_init(u);
-    for (int k = lane; k < S; k += 32) {
-      const Part *p = part + row * S + k;
-      MS<float> o{(float)__ldcg(&p->m), __ldcg(&p->s), __ldcg(&p->nan)};
-      ms_merge(u, o);
+    // S <= kMaxSlices: every lane loads its (up to 4) partials at once, then merges them
+    // in slice order (one L2 latency, not one per partial)
+    MS<float> o[kMaxSlices / 32];
+#pragma unroll
+    for (int i = 0; i < kMaxSlices / 32; i++) {
+      int k = lane + 32 * i;
+      const Part *p = part + row * S + (k < S ? k : 0);
+      o[i] = MS<float>{(float)__ldcg(&p->m), __ldcg(&p->s), __ldcg(&p->nan)};
     }
+#pragma unroll
+    for (int i = 0; i < kMaxSlices / 32; i++)
+      if (lane + 32 * i < S) ms_merge(u, o[i]);
     for (int off = 16; off > 0; off >>= 1) {
       MS<float> o = ms_shfl_down(u, off);
       if (lane + off < 32) ms_merge(u, o);
@@ -697,7 +705,7 @@ bool launch_fused(const T *in, T *out, const Lines &l, bool logsm, int dev, cuda
     int64_t target = cap < kSMs * 8 ? cap : kSMs * 8;
     int64_t S = target / l.count;
     if (S > l.len / 1024) S = l.len / 1024;
-    if (S > 128) S = 128;
+    if (S > kMaxSlices) S = kMaxSlices;
     if (S < 2) return false;
     constexpr int N = Vec<T>::N;
     int64_t chunk = (l.len + S - 1) / S;
