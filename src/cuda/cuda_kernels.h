@@ -18,15 +18,6 @@ cudaStream_t cuda_current_stream(int device);
  * cuda_scratch_free on the same stream once the work using it is queued). */
 void *cuda_scratch_alloc(int device, size_t nbytes, cudaStream_t s);
 void cuda_scratch_free(int device, void *p, cudaStream_t s);
-/* Per (device, stream) workspace of single-launch kernels whose blocks meet
- * through global memory: CUDA_WS_COUNTERS unsigned counters that are 0
- * between launches (zeroed at creation; a kernel using them puts them back
- * to 0 before it ends), then CUDA_WS_BYTES bytes for anything. Made once per
- * stream, never grown. NULL while s captures a graph (a replay may run beside
- * eager work on s) or when none can be made: callers then use scratch. */
-#define CUDA_WS_COUNTERS 8192
-#define CUDA_WS_BYTES ((size_t)1 << 20)
-void *cuda_stream_workspace(int device, cudaStream_t s);
 
 /* Kernel families (one .cu file each) fill their ops into the table. */
 void cuda_register_elementwise(ingot_backend *be);

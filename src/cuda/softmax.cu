@@ -12,27 +12,21 @@
 //        partial kernel writes each slice's (max, sum exp, nan) to scratch; the
 //        normalise kernel (same grid) merges its row's S partials in a fixed order
 //        and writes its slice. Deterministic, no atomics, no host sync.
-//      S > 1 and f32/bf16/f16 (the usual case): ONE ordinary launch instead (no cooperative
-//        launch, so it is captured in graphs too): each block sweeps its slice with 16-byte
-//        loads, keeping its first vectors in registers and shared memory (up to 13 a
-//        thread, 48 KB a block), writes its (max,
-//        sum exp, nan) to the row's partials, then meets the row's other blocks at a barrier
-//        of its own (row_barrier: an arrival counter the last block resets to 0 and a
-//        generation word it bumps); every block merges the row's S partials in a fixed order
-//        (deterministic; all get the same answer) and writes its slice: the kept vectors from
-//        registers and shared memory, the rest re-read newest first (from L2), outputs
-//        stored evict-first.
-//        The barrier needs the row's blocks co-resident: the grid is capped at (occupancy x
-//        SMs), queried once per device, and a kernel of ours never waits on another launch.
-//        Counters, generations and partials live in the stream's workspace
-//        (cuda_stream_workspace: no allocation, no memset per call); in a capture they come
-//        from the graph's pool with a memset node zeroing the counters.
+//      S > 1 and f32/bf16/f16 (the usual case): ONE cooperative kernel instead: each block
+//        sweeps its slice with 16-byte loads, writes its (max, sum exp, nan) to scratch,
+//        then cg::this_grid().sync() (the driver's grid barrier: needs no zeroed counter
+//        of ours, so it is safe on any stream, concurrently and in graph replays), then
+//        every block merges its row's S partials in a fixed order (deterministic; every
+//        block gets the same answer) and writes its slice, re-reading x from L1/L2. The
+//        cooperative launch guarantees that all blocks are co-resident; the grid is capped
+//        at (occupancy x SMs), queried once per device. Any launch failure falls back to
+//        the two-kernel path.
 //  - strided lines (softmax over a non-last dim): one thread per line, the CPU's three
 //    sequential passes.
 #include <math.h>
 
 #include <atomic>
-#include <cuda/atomic>
+#include <cooperative_groups.h>
 #include <type_traits>
 
 #include "cuda_common.cuh"
@@ -42,33 +36,24 @@ namespace {
 
 constexpr int SM_THREADS = 256;
 
-template <class T>
-struct SmA {
-  using A = float;
-};
-template <>
-struct SmA<double> {
-  using A = double;
-};
+template <class T> struct SmA { using A = float; };
+template <> struct SmA<double> { using A = double; };
 
 __device__ __forceinline__ float ex(float x) { return expf(x); }
 __device__ __forceinline__ double ex(double x) { return exp(x); }
 
 // Running (max, sum of exp(x - max)) of part of a line; nan: a NaN was seen.
-template <class A>
-struct MS {
+template <class A> struct MS {
   A m;
   double s;
   int nan;
 };
 
-template <class A>
-__device__ __forceinline__ void ms_init(MS<A> &t) {
+template <class A> __device__ __forceinline__ void ms_init(MS<A> &t) {
   t.m = -INFINITY, t.s = 0, t.nan = 0;
 }
 
-template <class A>
-__device__ __forceinline__ void ms_merge(MS<A> &t, const MS<A> &o) {
+template <class A> __device__ __forceinline__ void ms_merge(MS<A> &t, const MS<A> &o) {
   A m = t.m > o.m ? t.m : o.m;
   double s = 0;
   if (t.m != -INFINITY) s += t.s * (double)ex(t.m - m);
@@ -76,8 +61,7 @@ __device__ __forceinline__ void ms_merge(MS<A> &t, const MS<A> &o) {
   t.m = m, t.s = s, t.nan |= o.nan;
 }
 
-template <class A>
-__device__ __forceinline__ MS<A> ms_shfl_down(const MS<A> &t, int off) {
+template <class A> __device__ __forceinline__ MS<A> ms_shfl_down(const MS<A> &t, int off) {
   MS<A> o;
   o.m = __shfl_down_sync(0xffffffffu, t.m, off);
   o.s = __shfl_down_sync(0xffffffffu, t.s, off);
@@ -86,8 +70,7 @@ __device__ __forceinline__ MS<A> ms_shfl_down(const MS<A> &t, int off) {
 }
 
 // Block-wide merge; every thread gets the result. All threads must call it.
-template <class A>
-__device__ MS<A> ms_block(MS<A> t, MS<A> *sh) {
+template <class A> __device__ MS<A> ms_block(MS<A> t, MS<A> *sh) {
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   for (int off = 16; off > 0; off >>= 1) {
     MS<A> o = ms_shfl_down(t, off);
@@ -96,10 +79,8 @@ __device__ MS<A> ms_block(MS<A> t, MS<A> *sh) {
   if (lane == 0) sh[warp] = t;
   __syncthreads();
   if (warp == 0) {
-    if (lane < nw)
-      t = sh[lane];
-    else
-      ms_init(t);
+    if (lane < nw) t = sh[lane];
+    else ms_init(t);
     for (int off = 16; off > 0; off >>= 1) {
       MS<A> o = ms_shfl_down(t, off);
       if (lane + off < 32) ms_merge(t, o);
@@ -113,25 +94,20 @@ __device__ MS<A> ms_block(MS<A> t, MS<A> *sh) {
 }
 
 // Shift and scale of a finished line: out = exp(x - m) * r, or (x - m) - r for log.
-template <class A>
-__device__ __forceinline__ void ms_final(const MS<A> &t, bool logsm, A &m, A &r) {
+template <class A> __device__ __forceinline__ void ms_final(const MS<A> &t, bool logsm, A &m, A &r) {
   m = t.nan ? (A)NAN : t.m;
   double s = isinf(t.m) ? (double)NAN : t.s;  // exp(inf - inf) and an all -inf line are NaN
   r = logsm ? (A)log(s) : (A)(1.0 / s);
 }
 
-template <class T>
-__device__ __forceinline__ T out_of(typename SmA<T>::A y) {
-  if constexpr (std::is_same<T, float>::value || std::is_same<T, double>::value)
-    return y;
-  else
-    return from_acc<T>(y);
+template <class T> __device__ __forceinline__ T out_of(typename SmA<T>::A y) {
+  if constexpr (std::is_same<T, float>::value || std::is_same<T, double>::value) return y;
+  else return from_acc<T>(y);
 }
 
 // Thread-local running (max, sum) in A (float for f32: a short dependency chain); the
 // block merge then continues in double.
-template <class A>
-struct TS {
+template <class A> struct TS {
   A m, s;
   int nan;
   __device__ __forceinline__ void add(A x) {
@@ -308,14 +284,11 @@ const int kSMs = 132;
 // ---- the fused (single launch) path: f32, bf16, f16 ----
 
 // Elements per 16-byte vector.
-template <class T>
-struct Vec {
-  static constexpr int N = 16 / (int)sizeof(T);
-};
+template <class T> struct Vec { static constexpr int N = 16 / (int)sizeof(T); };
 
-// The N elements of a raw 16-byte vector, converted to float.
-template <class T>
-__device__ __forceinline__ void cvt_vec(uint4 u, float (&v)[Vec<T>::N]) {
+// 16-byte load of N elements (p 16-byte aligned), converted to float.
+template <class T> __device__ __forceinline__ void load_vec(const T *p, float (&v)[Vec<T>::N]) {
+  uint4 u = __ldg((const uint4 *)p);
   if constexpr (std::is_same<T, float>::value) {
     v[0] = __uint_as_float(u.x), v[1] = __uint_as_float(u.y);
     v[2] = __uint_as_float(u.z), v[3] = __uint_as_float(u.w);
@@ -329,14 +302,7 @@ __device__ __forceinline__ void cvt_vec(uint4 u, float (&v)[Vec<T>::N]) {
   }
 }
 
-// 16-byte load of N elements (p 16-byte aligned), converted to float.
-template <class T>
-__device__ __forceinline__ void load_vec(const T *p, float (&v)[Vec<T>::N]) {
-  cvt_vec<T>(__ldg((const uint4 *)p), v);
-}
-
-template <class T>
-__device__ __forceinline__ void store_vec(T *p, const float (&y)[Vec<T>::N]) {
+template <class T> __device__ __forceinline__ void store_vec(T *p, const float (&y)[Vec<T>::N]) {
   uint4 u;
   if constexpr (std::is_same<T, float>::value) {
     u.x = __float_as_uint(y[0]), u.y = __float_as_uint(y[1]);
@@ -348,15 +314,14 @@ __device__ __forceinline__ void store_vec(T *p, const float (&y)[Vec<T>::N]) {
       w[i] = (uint32_t)from_acc<T>(y[2 * i]).x | ((uint32_t)from_acc<T>(y[2 * i + 1]).x << 16);
     u.x = w[0], u.y = w[1], u.z = w[2], u.w = w[3];
   }
-  __stcs((uint4 *)p, u);  // written once, read by someone else: evict first, keep x in L2
+  *(uint4 *)p = u;
 }
 
 // Adds N values to a thread's running (m, s, nan): one rescale per vector at most.
 // fmaxf skips NaN (the flag records it; a NaN line's s does not matter); nothing is added
 // while m is -inf (every value so far is -inf or NaN), so exp(-inf - -inf) never happens;
 // an m of +inf makes the line NaN in ms_final whatever s is.
-template <int N>
-__device__ __forceinline__ void ts_add_vec(TS<float> &t, const float (&v)[N]) {
+template <int N> __device__ __forceinline__ void ts_add_vec(TS<float> &t, const float (&v)[N]) {
   float mx = v[0];
   int nan = v[0] != v[0];
 #pragma unroll
@@ -375,8 +340,7 @@ __device__ __forceinline__ void ts_add_vec(TS<float> &t, const float (&v)[N]) {
 }
 
 // First index >= lo whose address is 16-byte aligned (clamped to hi).
-template <class T>
-__device__ __forceinline__ int64_t align_up(const T *x, int64_t lo, int64_t hi) {
+template <class T> __device__ __forceinline__ int64_t align_up(const T *x, int64_t lo, int64_t hi) {
   constexpr int N = Vec<T>::N;
   int64_t mis = (int64_t)(((uintptr_t)(x + lo) & 15) / sizeof(T));
   int64_t a = lo + (mis ? N - mis : 0);
@@ -410,8 +374,7 @@ __device__ __forceinline__ void vsweep_stats(const T *x, int64_t lo, int64_t hi,
   ms_merge(out, o);
 }
 
-template <class T>
-__device__ __forceinline__ float sm_out(float v, float m, float r, bool logsm) {
+template <class T> __device__ __forceinline__ float sm_out(float v, float m, float r, bool logsm) {
   return logsm ? (v - m) - r : expf(v - m) * r;
 }
 
@@ -449,130 +412,34 @@ __device__ __forceinline__ void vsweep_out(const T *x, T *y, int64_t lo, int64_t
     y[k] = out_of<T>(sm_out<T>(to_acc(x[k]), m, r, logsm));
 }
 
-using dev_atomic = cuda::atomic_ref<unsigned, cuda::thread_scope_device>;
-
-// All S blocks of a row meet here. They are co-resident (the grid never exceeds what the
-// device holds at once: fused_capacity), so the wait ends. cnt is 0 on entry and again at
-// the kernel's end (the last block to arrive resets it for the next launch); gen may hold
-// anything (g0: its value before this launch, read by thread 0 early, so that load's
-// latency hides behind the sweep) and is bumped once by that last block, which releases
-// the others. Thread 0's writes before the barrier are visible to every block after it
-// (its arrival is a release, the last block's bump a release after acquiring all
-// arrivals, the waiters' loads acquires); read them with __ldcg.
-__device__ __forceinline__ void row_barrier(unsigned *cnt, unsigned *gen, unsigned S, unsigned g0) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    if (dev_atomic(*cnt).fetch_add(1u, cuda::memory_order_acq_rel) == S - 1) {
-      dev_atomic(*gen).fetch_add(1u, cuda::memory_order_release);
-      dev_atomic(*cnt).store(0u, cuda::memory_order_relaxed);  // seen by the next launch
-    } else {
-      while (dev_atomic(*gen).load(cuda::memory_order_acquire) == g0) __nanosleep(32);
-    }
-  }
-  __syncthreads();
-}
-
-// 16-byte vectors a thread keeps in registers between the two passes, and at most
-// kSmemKept more in dynamic shared memory (48 KB a block: 4 blocks an SM still fit, as
-// registers allow). The rest of its share of the slice is read again, from L2 where it
-// stayed.
-constexpr int kCached = 1;
-constexpr int kMaxSlices = 128;  // slices a row at most (launch_fused caps S)
-constexpr int kSmemKept = 12;
-constexpr size_t kSmemMax = (size_t)kSmemKept * SM_THREADS * 16;
-
-// Block (slice, row): stats of its slice -> part; barrier of the row's blocks; merge the
-// row's partials (warp 0, fixed order: every block gets the same answer); write the slice:
-// each thread's first kCached vectors from registers, the next cs from shared memory, the
-// rest re-read newest first. One ordinary launch (capturable); the workspace (cnt, gen,
-// part) is per stream.
+// Block (slice, row): stats of its slice -> part; grid barrier; merge the row's partials
+// (warp 0, fixed order); write the slice. Launched cooperatively only.
 template <class T>
-__global__ void __launch_bounds__(SM_THREADS, 4)
+__global__ void __launch_bounds__(SM_THREADS)
     softmax_fused_kernel(const T *__restrict__ in, T *__restrict__ out, Lines l, int64_t chunk,
-                         Part *part, unsigned *cnt, unsigned *gen, int cs, bool logsm) {
-  constexpr int N = Vec<T>::N;
-  extern __shared__ uint4 kept[];  // [cs][blockDim.x]: a thread's own slots only
+                         Part *part, bool logsm) {
   __shared__ MS<float> sh[33];
   __shared__ MS<float> res;
   int S = gridDim.x, s = blockIdx.x;
   int64_t row = blockIdx.y, io, oo;
-  // gen before this launch: it cannot move before this block has arrived
-  unsigned g0 = threadIdx.x == 0 ? dev_atomic(gen[row]).load(cuda::memory_order_relaxed) : 0u;
   line_offsets(l, row, io, oo);
   int64_t lo = (int64_t)s * chunk, hi = lo + chunk < l.len ? lo + chunk : l.len;
-  const T *x = in + io;
-  T *y = out + oo;
-  // Vectors where x and y share their misalignment (always for the usual contiguous y and
-  // an aligned x); otherwise the plain sweeps, reading x twice.
-  bool same = ((uintptr_t)x % sizeof(T)) == 0 && ((uintptr_t)y % sizeof(T)) == 0 &&
-              ((uintptr_t)(x + lo) & 15) == ((uintptr_t)(y + lo) & 15);
-  int64_t a0 = same ? align_up(x, lo, hi) : hi;
-  int64_t nv = (hi - a0) / N, a1 = a0 + nv * N;
-  const uint4 *xv = (const uint4 *)(x + a0);
-  const int64_t bd = blockDim.x, tid = threadIdx.x;
-  uint4 keep[kCached];
-#pragma unroll
-  for (int c = 0; c < kCached; c++) keep[c] = make_uint4(0u, 0u, 0u, 0u);
   MS<float> t;
   ms_init(t);
-  if (same) {
-    TS<float> u{-INFINITY, 0.f, 0};
-#pragma unroll
-    for (int c = 0; c < kCached; c++)
-      if (tid + c * bd < nv) keep[c] = __ldg(xv + tid + c * bd);
-    // Then rounds of 4 vectors, each round's loads issued before any is used (a short
-    // slice, B=1, is one round: one memory latency, not one per vector). Vector
-    // tid + (kCached + c) * bd goes to kept[c * bd + tid] while c < cs.
-    int c = 0;
-    for (int64_t k = tid + kCached * bd; k < nv; k += 4 * bd, c += 4) {
-      uint4 q[4];
-#pragma unroll
-      for (int i = 0; i < 4; i++)
-        q[i] = k + i * bd < nv ? __ldg(xv + k + i * bd) : make_uint4(0u, 0u, 0u, 0u);
-#pragma unroll
-      for (int i = 0; i < 4; i++) {
-        if (k + i * bd < nv) {
-          if (c + i < cs) kept[(c + i) * bd + tid] = q[i];
-          float v[N];
-          cvt_vec<T>(q[i], v);
-          ts_add_vec(u, v);
-        }
-      }
-    }
-#pragma unroll
-    for (int c2 = 0; c2 < kCached; c2++) {  // the register-kept ones, loaded first, used last
-      if (tid + c2 * bd < nv) {
-        float v[N];
-        cvt_vec<T>(keep[c2], v);
-        ts_add_vec(u, v);
-      }
-    }
-    for (int64_t j = lo + tid; j < a0; j += bd) u.add(to_acc(x[j]));
-    for (int64_t j = a1 + tid; j < hi; j += bd) u.add(to_acc(x[j]));
-    MS<float> o{u.m, (double)u.s, u.nan};
-    ms_merge(t, o);
-  } else {
-    vsweep_stats(x, lo, hi, t);
-  }
+  vsweep_stats(in + io, lo, hi, t);
   t = ms_block(t, sh);
   if (threadIdx.x == 0) part[row * S + s] = Part{(double)t.m, t.s, t.nan};
-  row_barrier(cnt + row, gen + row, (unsigned)S, g0);
+  // All partials written (the barrier fences; the reads below bypass L1).
+  cooperative_groups::this_grid().sync();
   if (threadIdx.x < 32) {
     int lane = threadIdx.x;
     MS<float> u;
     ms_init(u);
-    // S <= kMaxSlices: every lane loads its (up to 4) partials at once, then merges them
-    // in slice order (one L2 latency, not one per partial)
-    MS<float> o[kMaxSlices / 32];
-#pragma unroll
-    for (int i = 0; i < kMaxSlices / 32; i++) {
-      int k = lane + 32 * i;
-      const Part *p = part + row * S + (k < S ? k : 0);
-      o[i] = MS<float>{(float)__ldcg(&p->m), __ldcg(&p->s), __ldcg(&p->nan)};
+    for (int k = lane; k < S; k += 32) {
+      const Part *p = part + row * S + k;
+      MS<float> o{(float)__ldcg(&p->m), __ldcg(&p->s), __ldcg(&p->nan)};
+      ms_merge(u, o);
     }
-#pragma unroll
-    for (int i = 0; i < kMaxSlices / 32; i++)
-      if (lane + 32 * i < S) ms_merge(u, o[i]);
     for (int off = 16; off > 0; off >>= 1) {
       MS<float> o = ms_shfl_down(u, off);
       if (lane + off < 32) ms_merge(u, o);
@@ -582,97 +449,36 @@ __global__ void __launch_bounds__(SM_THREADS, 4)
   __syncthreads();
   float m, r;
   ms_final(res, logsm, m, r);
-  if (!same) {
-    vsweep_out(x, y, lo, hi, m, r, logsm);
-    return;
-  }
-  T *yv = y + a0;
-#pragma unroll
-  for (int c = 0; c < kCached; c++) {
-    if (tid + c * bd < nv) {
-      float v[N], o[N];
-      cvt_vec<T>(keep[c], v);
-#pragma unroll
-      for (int i = 0; i < N; i++) o[i] = sm_out<T>(v[i], m, r, logsm);
-      store_vec(yv + (tid + c * bd) * N, o);
-    }
-  }
-  if (tid < nv) {
-    int64_t j = (nv - 1 - tid) / bd;  // this thread's last vector is tid + j * bd
-    // The re-read ones newest first: what pass 1 read last is the likeliest to be in L2.
-    for (; j >= kCached + cs + 1; j -= 2) {
-      float v0[N], v1[N], o[N];
-      load_vec(x + a0 + (tid + j * bd) * N, v0), load_vec(x + a0 + (tid + (j - 1) * bd) * N, v1);
-#pragma unroll
-      for (int i = 0; i < N; i++) o[i] = sm_out<T>(v0[i], m, r, logsm);
-      store_vec(yv + (tid + j * bd) * N, o);
-#pragma unroll
-      for (int i = 0; i < N; i++) o[i] = sm_out<T>(v1[i], m, r, logsm);
-      store_vec(yv + (tid + (j - 1) * bd) * N, o);
-    }
-    if (j == kCached + cs) {
-      float v[N], o[N];
-      load_vec(x + a0 + (tid + j * bd) * N, v);
-#pragma unroll
-      for (int i = 0; i < N; i++) o[i] = sm_out<T>(v[i], m, r, logsm);
-      store_vec(yv + (tid + j * bd) * N, o);
-      j--;
-    }
-    for (; j >= kCached; j--) {  // the ones kept in shared memory
-      float v[N], o[N];
-      cvt_vec<T>(kept[(j - kCached) * bd + tid], v);
-#pragma unroll
-      for (int i = 0; i < N; i++) o[i] = sm_out<T>(v[i], m, r, logsm);
-      store_vec(yv + (tid + j * bd) * N, o);
-    }
-  }
-  for (int64_t j = lo + tid; j < a0; j += bd)
-    y[j] = out_of<T>(sm_out<T>(to_acc(x[j]), m, r, logsm));
-  for (int64_t j = a1 + tid; j < hi; j += bd)
-    y[j] = out_of<T>(sm_out<T>(to_acc(x[j]), m, r, logsm));
+  vsweep_out(in + io, out + oo, lo, hi, m, r, logsm);
 }
 
-template <class T>
-struct FusedOk {
-  static constexpr bool value = false;
-};
-template <>
-struct FusedOk<float> {
-  static constexpr bool value = true;
-};
-template <>
-struct FusedOk<bf16_t> {
-  static constexpr bool value = true;
-};
-template <>
-struct FusedOk<f16_t> {
-  static constexpr bool value = true;
-};
+template <class T> struct FusedOk { static constexpr bool value = false; };
+template <> struct FusedOk<float> { static constexpr bool value = true; };
+template <> struct FusedOk<bf16_t> { static constexpr bool value = true; };
+template <> struct FusedOk<f16_t> { static constexpr bool value = true; };
 
 constexpr int kMaxDev = 64;
-// Per device: SMs (0: not queried, -1: unknown) and, per dtype (f32, bf16, f16), resident
-// fused blocks per SM (0: not queried). Queried once; idempotent races.
+// Per device: SMs (0: not queried, -1: no cooperative launch) and, per dtype (f32, bf16,
+// f16), resident fused blocks per SM (0: not queried). Queried once; idempotent races.
 std::atomic<int> g_sms[kMaxDev];
 std::atomic<int> g_occ[kMaxDev][3];
 
-template <class T>
-constexpr int fused_slot() {
+template <class T> constexpr int fused_slot() {
   return std::is_same<T, float>::value ? 0 : std::is_same<T, bf16_t>::value ? 1 : 2;
 }
 
-// Blocks of softmax_fused_kernel<T> that can be resident at once on dev with the most
-// shared memory a launch gives it (0: none/unknown).
-template <class T>
-int64_t fused_capacity(int dev) {
+// Blocks of softmax_fused_kernel<T> that can be resident at once on dev (0: none/unknown).
+template <class T> int64_t fused_capacity(int dev) {
   if (dev < 0 || dev >= kMaxDev) return 0;
   int sms = g_sms[dev].load(std::memory_order_relaxed);
   if (sms == 0) {
-    int n = 0;
-    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+    int coop = 0, n = 0;
+    if (cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
       (void)cudaGetLastError();
-      n = 0;
+      coop = 0;
     }
-    sms = n > 0 ? n : -1;
+    sms = coop && n > 0 ? n : -1;
     g_sms[dev].store(sms, std::memory_order_relaxed);
   }
   if (sms < 0) return 0;
@@ -680,7 +486,7 @@ int64_t fused_capacity(int dev) {
   int occ = oc.load(std::memory_order_relaxed);
   if (occ == 0) {
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, softmax_fused_kernel<T>, SM_THREADS,
-                                                      kSmemMax) != cudaSuccess) {
+                                                      0) != cudaSuccess) {
       (void)cudaGetLastError();
       occ = 0;
     }
@@ -690,66 +496,54 @@ int64_t fused_capacity(int dev) {
   return occ > 0 ? (int64_t)occ * sms : 0;
 }
 
-inline size_t round256(size_t v) { return (v + 255) & ~(size_t)255; }
-
-// One launch for rows split in slices (f32/bf16/f16); false: not applicable (nothing
-// queued), the caller then takes the two-kernel path.
+// One cooperative launch for rows split in slices; false: not applicable or the launch was
+// refused (nothing queued), the caller then takes the two-kernel path.
 template <class T>
 bool launch_fused(const T *in, T *out, const Lines &l, bool logsm, int dev, cudaStream_t st,
                   ingot_status &rc) {
   if constexpr (!FusedOk<T>::value) {
     return false;
   } else {
+    // A refused cooperative launch would invalidate a capture: graphs take
+    // the two-kernel path.
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(st, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone)
+      return false;
     int64_t cap = fused_capacity<T>(dev);
     if (cap <= 0 || l.count > 65535) return false;
     int64_t target = cap < kSMs * 8 ? cap : kSMs * 8;
     int64_t S = target / l.count;
     if (S > l.len / 1024) S = l.len / 1024;
-    if (S > kMaxSlices) S = kMaxSlices;
+    if (S > 128) S = 128;
     if (S < 2) return false;
     constexpr int N = Vec<T>::N;
     int64_t chunk = (l.len + S - 1) / S;
     chunk = (chunk + N - 1) / N * N;  // slices start on 16-byte boundaries of aligned rows
     S = (l.len + chunk - 1) / chunk;
     if (S < 2 || S * l.count > cap) return false;
-    // cnt[rows] (0 between launches), gen[rows] (any), part[rows * S]
-    size_t cnt_b = round256((size_t)l.count * sizeof(unsigned)), gen_b = cnt_b;
-    size_t part_b = (size_t)(l.count * S) * sizeof(Part);
-    char *ws = l.count <= CUDA_WS_COUNTERS && gen_b + part_b <= CUDA_WS_BYTES
-                   ? (char *)cuda_stream_workspace(dev, st)
-                   : nullptr;
-    char *scratch = nullptr;
-    unsigned *cnt, *gen;
-    Part *part;
-    if (ws) {
-      cnt = (unsigned *)ws;
-      gen = (unsigned *)(ws + CUDA_WS_COUNTERS * sizeof(unsigned));
-      part = (Part *)((char *)gen + gen_b);
-    } else {  // graph capture (the graph owns this memory) or a huge call
-      scratch = (char *)cuda_scratch_alloc(dev, cnt_b + gen_b + part_b, st);
-      if (!scratch) {
-        rc = ingot_last_status();
-        return true;
-      }
-      cnt = (unsigned *)scratch;
-      gen = (unsigned *)(scratch + cnt_b);
-      part = (Part *)(scratch + cnt_b + gen_b);
-      rc = cuda_check(cudaMemsetAsync(cnt, 0, cnt_b, st), "softmax: cudaMemsetAsync");
-      if (rc) {
-        cuda_scratch_free(dev, scratch, st);
-        return true;
-      }
+    Part *part = (Part *)cuda_scratch_alloc(dev, (size_t)(l.count * S) * sizeof(Part), st);
+    if (!part) {
+      rc = ingot_set_error(INGOT_ERR_OOM, "cuda softmax: no scratch memory");
+      return true;
     }
-    dim3 grid((unsigned)S, (unsigned)l.count, 1);
-    // vectors a thread holds beyond its registers (a block's slice spans at most
-    // chunk / N + 1 vectors), in shared memory
-    int64_t per_thread = (chunk / N + 1 + SM_THREADS - 1) / SM_THREADS - kCached;
-    int cs = per_thread < 0 ? 0 : per_thread > kSmemKept ? kSmemKept : (int)per_thread;
-    size_t smem = (size_t)cs * SM_THREADS * sizeof(uint4);
-    softmax_fused_kernel<T>
-        <<<grid, SM_THREADS, smem, st>>>(in, out, l, chunk, part, cnt, gen, cs, logsm);
-    rc = launch_status("softmax fused kernel");
-    if (scratch) cuda_scratch_free(dev, scratch, st);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)S, (unsigned)l.count, 1);
+    cfg.blockDim = dim3(SM_THREADS, 1, 1);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = st;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeCooperative;
+    attr[0].val.cooperative = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    cudaError_t e = cudaLaunchKernelEx(&cfg, softmax_fused_kernel<T>, in, out, l, chunk, part,
+                                       logsm);
+    cuda_scratch_free(dev, part, st);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();  // not queued: take the two-kernel path
+      return false;
+    }
+    rc = INGOT_OK;
     return true;
   }
 }

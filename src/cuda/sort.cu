@@ -17,26 +17,21 @@
 // Topk with k <= 32, keys up to 32 bits (all dtypes but 64-bit ones) and rows shorter than
 // 2^32 (the fast path, "warp-list" below): a row is split over `bpr` blocks (at most one wave
 // of resident blocks over the device, >= 1024 elements a block); each warp keeps one sorted
-// k-list spread over its lanes and filters elements against min(its k-th entry, a bound): the
-// bound, set before the first insertion, is the k-th best of the lanes' best first elements
-// (one warp sort), so the list is not warmed up element by element (16 sorts a warp, most of
-// the kernel's time before). f32 rows with unit stride load float4 and filter in float; warps'
-// lists merge by rank in shared memory. With bpr > 1 one launch does all: blocks write k
-// candidates to the stream's workspace (cuda_stream_workspace), __threadfence, bump the row's
-// arrival counter, and the row's last block merges (the same primed warp lists over the
-// candidates) and resets the counter to 0 (no scratch allocation, memset or second launch).
-// Without a workspace (graph capture, > 16 streams) counters and candidates come from scratch
-// (the graph's pool in a capture) and a memset zeroes the counters: still one kernel.
+// k-list spread over its lanes and filters elements against its k-th entry (f32 rows with unit
+// stride load float4 and filter in float); warps' lists merge by rank in shared memory. With
+// bpr > 1 one launch does all: blocks write k candidates to a persistent per-(device, stream)
+// buffer, __threadfence, bump the row's arrival counter, and the row's last block merges and
+// resets the counter to 0 (no scratch allocation, memset or second launch). Without that
+// buffer (graph capture, > 16 streams) the candidates go to scratch and a merge kernel follows.
 //
 // Other topk with k <= 64 and rows shorter than 2^32: each row is split over `bpr` blocks of 256
 // threads; every thread keeps a sorted register list of its K best candidates (K = 8/16/32/64
-// bucket >= k, pairs stop at 32; a candidate is (key << 32 | position) in one uint64 for keys up to
-// 32 bits, a key/position pair for 64-bit dtypes); a warp merges its 32 lists by k rounds of
-// shuffle-min, warp 0 merges the warps' k-lists the same way. With bpr == 1 the block writes the
-// final row; otherwise blocks write k candidates each to scratch and a second kernel (one block per
-// row) merges the bpr * k candidates the same way. No host sync (scratch aside).
+// bucket >= k, pairs stop at 32; a candidate is (key << 32 | position) in one uint64 for keys up to 32 bits, a
+// key/position pair for 64-bit dtypes); a warp merges its 32 lists by k rounds of shuffle-min,
+// warp 0 merges the warps' k-lists the same way. With bpr == 1 the block writes the final row;
+// otherwise blocks write k candidates each to scratch and a second kernel (one block per row)
+// merges the bpr * k candidates the same way. No host sync (scratch aside).
 #include <cub/cub.cuh>
-#include <cuda/atomic>
 
 #include <mutex>
 
@@ -48,21 +43,10 @@ namespace {
 
 __host__ __device__ __forceinline__ int key_bits(int dt) {
   switch (dt) {
-    case INGOT_BOOL:
-    case INGOT_U8:
-    case INGOT_I8:
-    case INGOT_F8E4M3FN:
-    case INGOT_F8E5M2:
-      return 8;
-    case INGOT_I16:
-    case INGOT_F16:
-    case INGOT_BF16:
-      return 16;
-    case INGOT_I32:
-    case INGOT_F32:
-      return 32;
-    default:
-      return 64;
+  case INGOT_BOOL: case INGOT_U8: case INGOT_I8: case INGOT_F8E4M3FN: case INGOT_F8E5M2: return 8;
+  case INGOT_I16: case INGOT_F16: case INGOT_BF16: return 16;
+  case INGOT_I32: case INGOT_F32: return 32;
+  default: return 64;
   }
 }
 
@@ -73,85 +57,49 @@ __host__ __device__ __forceinline__ uint64_t bits_mask(int bits) {
 // Order-preserving key of an IEEE-like float of `bits` bits (raw bit pattern u).
 __device__ __forceinline__ uint64_t float_key(uint64_t u, int bits, bool nan) {
   uint64_t sign = 1ull << (bits - 1), mask = bits_mask(bits);
-  if (nan) return mask;         // NaN above everything, +inf included
-  if ((u & ~sign) == 0) u = 0;  // -0.0 sorts with 0.0
+  if (nan) return mask;           // NaN above everything, +inf included
+  if ((u & ~sign) == 0) u = 0;    // -0.0 sorts with 0.0
   return (u & sign) ? (~u & mask) : (u | sign);
 }
 
 // Key of one element given its raw bits (zero-extended), before the direction flip.
 __device__ __forceinline__ uint64_t raw_key(int dt, uint64_t u) {
   switch (dt) {
-    case INGOT_I8:
-      return (u ^ 0x80u) & 0xffu;
-    case INGOT_I16:
-      return (u ^ 0x8000u) & 0xffffu;
-    case INGOT_I32:
-      return (u ^ 0x80000000u) & 0xffffffffu;
-    case INGOT_I64:
-      return u ^ (1ull << 63);
-    case INGOT_F16:
-      return float_key(u, 16, (u & 0x7fff) > 0x7c00);
-    case INGOT_BF16:
-      return float_key(u, 16, (u & 0x7fff) > 0x7f80);
-    case INGOT_F8E4M3FN:
-      return float_key(u, 8, (u & 0x7f) == 0x7f);
-    case INGOT_F8E5M2:
-      return float_key(u, 8, (u & 0x7f) > 0x7c);
-    case INGOT_F32:
-      return float_key(u, 32, (u & 0x7fffffffu) > 0x7f800000u);
-    case INGOT_F64:
-      return float_key(u, 64, (u & ~(1ull << 63)) > 0x7ff0000000000000ull);
-    default:
-      return u;  // bool, u8
+  case INGOT_I8: return (u ^ 0x80u) & 0xffu;
+  case INGOT_I16: return (u ^ 0x8000u) & 0xffffu;
+  case INGOT_I32: return (u ^ 0x80000000u) & 0xffffffffu;
+  case INGOT_I64: return u ^ (1ull << 63);
+  case INGOT_F16: return float_key(u, 16, (u & 0x7fff) > 0x7c00);
+  case INGOT_BF16: return float_key(u, 16, (u & 0x7fff) > 0x7f80);
+  case INGOT_F8E4M3FN: return float_key(u, 8, (u & 0x7f) == 0x7f);
+  case INGOT_F8E5M2: return float_key(u, 8, (u & 0x7f) > 0x7c);
+  case INGOT_F32: return float_key(u, 32, (u & 0x7fffffffu) > 0x7f800000u);
+  case INGOT_F64: return float_key(u, 64, (u & ~(1ull << 63)) > 0x7ff0000000000000ull);
+  default: return u;  // bool, u8
   }
 }
 
-template <int ES>
-struct raw_of;
-template <>
-struct raw_of<1> {
-  using type = uint8_t;
-};
-template <>
-struct raw_of<2> {
-  using type = uint16_t;
-};
-template <>
-struct raw_of<4> {
-  using type = uint32_t;
-};
-template <>
-struct raw_of<8> {
-  using type = unsigned long long;
-};
+template <int ES> struct raw_of;
+template <> struct raw_of<1> { using type = uint8_t; };
+template <> struct raw_of<2> { using type = uint16_t; };
+template <> struct raw_of<4> { using type = uint32_t; };
+template <> struct raw_of<8> { using type = unsigned long long; };
 
 __device__ __forceinline__ uint64_t load_raw(const char *p, int es) {
   switch (es) {
-    case 1:
-      return *(const uint8_t *)p;
-    case 2:
-      return *(const uint16_t *)p;
-    case 4:
-      return *(const uint32_t *)p;
-    default:
-      return *(const unsigned long long *)p;
+  case 1: return *(const uint8_t *)p;
+  case 2: return *(const uint16_t *)p;
+  case 4: return *(const uint32_t *)p;
+  default: return *(const unsigned long long *)p;
   }
 }
 
 __device__ __forceinline__ void copy_elem(char *dst, const char *src, int es) {
   switch (es) {
-    case 1:
-      *(uint8_t *)dst = *(const uint8_t *)src;
-      break;
-    case 2:
-      *(uint16_t *)dst = *(const uint16_t *)src;
-      break;
-    case 4:
-      *(uint32_t *)dst = *(const uint32_t *)src;
-      break;
-    default:
-      *(unsigned long long *)dst = *(const unsigned long long *)src;
-      break;
+  case 1: *(uint8_t *)dst = *(const uint8_t *)src; break;
+  case 2: *(uint16_t *)dst = *(const uint16_t *)src; break;
+  case 4: *(uint32_t *)dst = *(const uint32_t *)src; break;
+  default: *(unsigned long long *)dst = *(const unsigned long long *)src; break;
   }
 }
 
@@ -165,8 +113,8 @@ struct RowGeom {
   int64_t isd, vsd, xsd;        // strides along the sorted dim
 };
 
-__device__ __forceinline__ void row_offsets(const RowGeom &g, int64_t r, int64_t &io, int64_t &vo,
-                                            int64_t &xo) {
+__device__ __forceinline__ void row_offsets(const RowGeom &g, int64_t r, int64_t &io,
+                                            int64_t &vo, int64_t &xo) {
   io = vo = xo = 0;
   for (int d = g.nd - 1; d >= 0; d--) {
     int64_t i = r % g.shape[d];
@@ -181,9 +129,9 @@ __device__ __forceinline__ void row_offsets(const RowGeom &g, int64_t r, int64_t
 
 // keys[e] = (row << bits) | (key ^ flip) (row part only when row_in_key), vals[e] = e.
 template <class KT>
-__global__ void sort_keys_kernel(const char *x, int dt, int es, RowGeom g, int64_t n, int64_t numel,
-                                 uint64_t flip, int bits, bool row_in_key, KT *keys,
-                                 int64_t *vals) {
+__global__ void sort_keys_kernel(const char *x, int dt, int es, RowGeom g, int64_t n,
+                                 int64_t numel, uint64_t flip, int bits, bool row_in_key,
+                                 KT *keys, int64_t *vals) {
   CUDA_GRID_STRIDE(e, numel) {
     int64_t r = e / n, j = e - r * n, io, vo, xo;
     row_offsets(g, r, io, vo, xo);
@@ -202,7 +150,8 @@ __global__ void row_keys_kernel(const int64_t *vals, int64_t n, int64_t numel,
 
 // The first m sorted elements of every row into the outputs.
 __global__ void sort_gather_kernel(const char *x, int es, RowGeom g, int64_t n, int64_t m,
-                                   int64_t rows, const int64_t *vals, char *vout, int64_t *xout) {
+                                   int64_t rows, const int64_t *vals, char *vout,
+                                   int64_t *xout) {
   CUDA_GRID_STRIDE(t, rows * m) {
     int64_t r = t / m, j = t - r * m, io, vo, xo;
     row_offsets(g, r, io, vo, xo);
@@ -235,31 +184,20 @@ __device__ __forceinline__ int64_t cand_pos(unsigned long long c) {
 }
 __device__ __forceinline__ int64_t cand_pos(KP c) { return c.i; }
 
-template <class C>
-__device__ __forceinline__ C sentinel();
-template <>
-__device__ __forceinline__ unsigned long long sentinel() {
-  return ~0ull;
-}
-template <>
-__device__ __forceinline__ KP sentinel() {
-  return KP{~0ull, (long long)INT64_MAX};
-}
+template <class C> __device__ __forceinline__ C sentinel();
+template <> __device__ __forceinline__ unsigned long long sentinel() { return ~0ull; }
+template <> __device__ __forceinline__ KP sentinel() { return KP{~0ull, (long long)INT64_MAX}; }
 
-template <class C>
-__device__ __forceinline__ C make_cand(uint64_t key, int64_t pos);
-template <>
-__device__ __forceinline__ unsigned long long make_cand(uint64_t key, int64_t pos) {
+template <class C> __device__ __forceinline__ C make_cand(uint64_t key, int64_t pos);
+template <> __device__ __forceinline__ unsigned long long make_cand(uint64_t key, int64_t pos) {
   return (key << 32) | (uint64_t)pos;
 }
-template <>
-__device__ __forceinline__ KP make_cand(uint64_t key, int64_t pos) {
+template <> __device__ __forceinline__ KP make_cand(uint64_t key, int64_t pos) {
   return KP{key, (long long)pos};
 }
 
 // Sorted insert into a register list (best first); all indices static, so it stays in registers.
-template <class C, int K>
-__device__ __forceinline__ void insert(C (&l)[K], C c) {
+template <class C, int K> __device__ __forceinline__ void insert(C (&l)[K], C c) {
   if (!lt(c, l[K - 1])) return;
   l[K - 1] = c;
 #pragma unroll
@@ -272,8 +210,7 @@ __device__ __forceinline__ void insert(C (&l)[K], C c) {
   }
 }
 
-template <class C, int K>
-__device__ __forceinline__ void pop_front(C (&l)[K]) {
+template <class C, int K> __device__ __forceinline__ void pop_front(C (&l)[K]) {
 #pragma unroll
   for (int i = 0; i < K - 1; i++) l[i] = l[i + 1];
   l[K - 1] = sentinel<C>();
@@ -281,8 +218,7 @@ __device__ __forceinline__ void pop_front(C (&l)[K]) {
 
 // The k best of the warp's lists, in order, written by lane 0 to out[0..k). Candidates are
 // unique (positions differ) except sentinels, so exactly one lane pops a real winner.
-template <class C, int K>
-__device__ __forceinline__ void warp_select(C (&l)[K], int k, C *out) {
+template <class C, int K> __device__ __forceinline__ void warp_select(C (&l)[K], int k, C *out) {
   int lane = threadIdx.x & 31;
   for (int r = 0; r < k; r++) {
     C m = l[0];
@@ -340,7 +276,8 @@ __device__ __forceinline__ void scan_row(C (&l)[K], const char *x, int64_t isd, 
 // Final k of row r (from best[]) into the outputs.
 template <class C>
 __device__ __forceinline__ void write_row(const C *best, int k, const char *x, int es,
-                                          const RowGeom &g, int64_t r, char *vout, int64_t *xout) {
+                                          const RowGeom &g, int64_t r, char *vout,
+                                          int64_t *xout) {
   int64_t io, vo, xo;
   row_offsets(g, r, io, vo, xo);
   for (int i = threadIdx.x; i < k; i += blockDim.x) {
@@ -354,9 +291,8 @@ __device__ __forceinline__ void write_row(const C *best, int k, const char *x, i
 // bpr == 1, else k candidates to cand[(r * bpr + b) * k ...].
 template <class C, int K>
 __global__ void __launch_bounds__(TOPK_THREADS)
-    topk_part_kernel(const char *x, int dt, int es, RowGeom g, int64_t n, int k, int64_t rows,
-                     int64_t bpr, int64_t chunk, uint64_t flip, C *cand, char *vout,
-                     int64_t *xout) {
+topk_part_kernel(const char *x, int dt, int es, RowGeom g, int64_t n, int k, int64_t rows,
+                 int64_t bpr, int64_t chunk, uint64_t flip, C *cand, char *vout, int64_t *xout) {
   __shared__ C warp_best[TOPK_WARPS * K];
   __shared__ C best[K];
   for (int64_t blk = blockIdx.x; blk < rows * bpr; blk += gridDim.x) {
@@ -369,15 +305,9 @@ __global__ void __launch_bounds__(TOPK_THREADS)
     for (int i = 0; i < K; i++) l[i] = sentinel<C>();
     if constexpr (sizeof(C) == 8) {
       switch (es) {
-        case 1:
-          scan_row<C, K, 1>(l, row, g.isd, lo, hi, dt, flip);
-          break;
-        case 2:
-          scan_row<C, K, 2>(l, row, g.isd, lo, hi, dt, flip);
-          break;
-        default:
-          scan_row<C, K, 4>(l, row, g.isd, lo, hi, dt, flip);
-          break;
+      case 1: scan_row<C, K, 1>(l, row, g.isd, lo, hi, dt, flip); break;
+      case 2: scan_row<C, K, 2>(l, row, g.isd, lo, hi, dt, flip); break;
+      default: scan_row<C, K, 4>(l, row, g.isd, lo, hi, dt, flip); break;
       }
     } else {
       scan_row<C, K, 8>(l, row, g.isd, lo, hi, dt, flip);
@@ -395,8 +325,8 @@ __global__ void __launch_bounds__(TOPK_THREADS)
 // Phase 2: one block per row merges its bpr * k candidates into the final row.
 template <class C, int K>
 __global__ void __launch_bounds__(TOPK_THREADS)
-    topk_merge_kernel(const char *x, int es, RowGeom g, int k, int64_t rows, int64_t bpr,
-                      const C *cand, char *vout, int64_t *xout) {
+topk_merge_kernel(const char *x, int es, RowGeom g, int k, int64_t rows, int64_t bpr,
+                  const C *cand, char *vout, int64_t *xout) {
   __shared__ C warp_best[TOPK_WARPS * K];
   __shared__ C best[K];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -421,8 +351,8 @@ __global__ void __launch_bounds__(TOPK_THREADS)
 // conservative (it may pass a non-improving element); insertion is exact.
 
 constexpr unsigned FULL = 0xffffffffu;
-constexpr int WT_VEC = 4;  // float4 loads per lane per iteration (f32 fast path)
-constexpr int WT_GEN = 8;  // scalar loads per lane per iteration (other dtypes / strided)
+constexpr int WT_VEC = 4;   // float4 loads per lane per iteration (f32 fast path)
+constexpr int WT_GEN = 8;   // scalar loads per lane per iteration (other dtypes / strided)
 typedef unsigned long long u64;
 
 __device__ __forceinline__ u64 umin64(u64 a, u64 b) { return a < b ? a : b; }
@@ -457,24 +387,20 @@ __device__ __forceinline__ void wl_insert(u64 &v, u64 c, int k, int lane) {
   int pos = __popc(__ballot_sync(FULL, v < c));  // the list is sorted: a prefix is better
   u64 up = __shfl_up_sync(FULL, v, 1);
   if (lane < k) {
-    if (lane == pos)
-      v = c;
-    else if (lane > pos)
-      v = up;
+    if (lane == pos) v = c;
+    else if (lane > pos) v = up;
   }
 }
 
-// Offers one candidate per lane (~0 = none) to the list; thr is kept = min(list[k - 1],
-// bound), where bound is at least the k-th best of everything the warp will offer (so the
-// filter drops nothing that belongs to the answer). Candidates must differ from each other
-// and from the list (sentinels aside).
-__device__ __forceinline__ void wl_offer(u64 &v, u64 &thr, u64 bound, u64 c, int k, int lane) {
-  unsigned m = __ballot_sync(FULL, c <= thr && c != ~0ull);
+// Offers one candidate per lane (~0 = none) to the list; thr is kept = list[k - 1].
+// Candidates must differ from each other and from the list (sentinels aside).
+__device__ __forceinline__ void wl_offer(u64 &v, u64 &thr, u64 c, int k, int lane) {
+  unsigned m = __ballot_sync(FULL, c < thr);
   if (!m) return;
   if (__popc(m) > 6) {
     // The k best of list ∪ candidates: sort the candidates, reverse them against the
     // ascending list; the lane-wise min is bitonic and holds the 32 smallest of the union.
-    u64 s = warp_sort32((m >> lane) & 1 ? c : ~0ull, lane);
+    u64 s = warp_sort32(c, lane);
     u64 rev = __shfl_sync(FULL, s, 31 - lane);
     u64 x = warp_bitonic_merge32(umin64(v, rev), lane);
     v = lane < k ? x : ~0ull;
@@ -482,20 +408,13 @@ __device__ __forceinline__ void wl_offer(u64 &v, u64 &thr, u64 bound, u64 c, int
     do {
       int src = __ffs(m) - 1;
       wl_insert(v, __shfl_sync(FULL, c, src), k, lane);
-      thr = umin64(bound, __shfl_sync(FULL, v, k - 1));
+      thr = __shfl_sync(FULL, v, k - 1);
       m &= m - 1;
-      m &= __ballot_sync(FULL, c <= thr);
+      m &= __ballot_sync(FULL, c < thr);
     } while (m);
     return;
   }
-  thr = umin64(bound, __shfl_sync(FULL, v, k - 1));
-}
-
-// The k-th smallest of the lanes' c (~0 = none): a bound on the k-th best of any set that
-// holds them all (k <= 32). Primes a warp list's filter before its first insertion, so the
-// first elements do not all go through the list (the warm-up was most of the kernel's time).
-__device__ __forceinline__ u64 warp_kth(u64 c, int k, int lane) {
-  return __shfl_sync(FULL, warp_sort32(c, lane), k - 1);
+  thr = __shfl_sync(FULL, v, k - 1);
 }
 
 // The float whose f32 key (before the flip) is the key of thr: the filter's bound.
@@ -504,57 +423,27 @@ __device__ __forceinline__ float thr_f32(u64 thr, uint32_t flip) {
   return __uint_as_float((key & 0x80000000u) ? (key ^ 0x80000000u) : ~key);
 }
 
-// The warp-list state: the list (lane i holds the i-th best), the filter thr and the bound
-// it never exceeds (see wl_offer; ~0 until primed).
-struct WL {
-  u64 v, thr, bound;
-};
-
-__device__ __forceinline__ void wl_init(WL &w) { w.v = w.thr = w.bound = ~0ull; }
-
-// Before the first offers of a warp: bound = the k-th smallest of the lanes' best c[] (a
-// valid bound: all of them will be offered). Warp-uniform no-op once primed.
-template <int E>
-__device__ __forceinline__ void wl_prime(WL &w, const u64 (&c)[E], int k, int lane) {
-  if (w.bound != ~0ull) return;
-  u64 m = c[0];
-#pragma unroll
-  for (int i = 1; i < E; i++) m = umin64(m, c[i]);
-  w.bound = warp_kth(m, k, lane);
-  w.thr = umin64(w.thr, w.bound);
-}
-
 // Any dtype with keys up to 32 bits, any stride: elements [lo, hi) of the row.
 template <int ES>
-__device__ __forceinline__ void wt_scan_gen(WL &w, const char *x, int64_t isd, int64_t lo,
-                                            int64_t hi, int dt, uint32_t flip, int k, int lane) {
+__device__ __forceinline__ void wt_scan_gen(u64 &v, u64 &thr, const char *x, int64_t isd,
+                                            int64_t lo, int64_t hi, int dt, uint32_t flip,
+                                            int k, int lane) {
   using R = typename raw_of<ES>::type;
   const R *p = (const R *)x;
   // The loop bound is block-uniform: every lane takes every iteration (warp collectives).
   for (int64_t base = lo; base < hi; base += (int64_t)blockDim.x * WT_GEN) {
-    R r[WT_GEN];
+    R w[WT_GEN];
 #pragma unroll
     for (int u = 0; u < WT_GEN; u++) {
       int64_t j = base + (int64_t)u * blockDim.x + threadIdx.x;
-      r[u] = j < hi ? p[j * isd] : R(0);
+      w[u] = j < hi ? p[j * isd] : R(0);
     }
-    uint32_t key[WT_GEN];
-#pragma unroll
-    for (int u = 0; u < WT_GEN; u++) key[u] = (uint32_t)(raw_key(dt, (uint64_t)r[u]) ^ flip);
-    if (w.bound == ~0ull) {  // warp-uniform
-      u64 c[WT_GEN];
-#pragma unroll
-      for (int u = 0; u < WT_GEN; u++) {
-        int64_t j = base + (int64_t)u * blockDim.x + threadIdx.x;
-        c[u] = j < hi ? make_cand<u64>(key[u], j) : ~0ull;
-      }
-      wl_prime(w, c, k, lane);
-    }
-    uint32_t tk = (uint32_t)(w.thr >> 32);
+    uint32_t tk = (uint32_t)(thr >> 32), key[WT_GEN];
     unsigned pass = 0;
 #pragma unroll
     for (int u = 0; u < WT_GEN; u++) {
       int64_t j = base + (int64_t)u * blockDim.x + threadIdx.x;
+      key[u] = (uint32_t)(raw_key(dt, (uint64_t)w[u]) ^ flip);
       if (j < hi && key[u] <= tk) pass |= 1u << u;  // ties pass; insertion decides exactly
     }
     if (__any_sync(FULL, pass != 0)) {
@@ -562,7 +451,7 @@ __device__ __forceinline__ void wt_scan_gen(WL &w, const char *x, int64_t isd, i
       for (int u = 0; u < WT_GEN; u++) {
         int64_t j = base + (int64_t)u * blockDim.x + threadIdx.x;
         u64 c = (pass >> u) & 1 ? make_cand<u64>(key[u], j) : ~0ull;
-        wl_offer(w.v, w.thr, w.bound, c, k, lane);
+        wl_offer(v, thr, c, k, lane);
       }
     }
   }
@@ -570,40 +459,26 @@ __device__ __forceinline__ void wt_scan_gen(WL &w, const char *x, int64_t isd, i
 
 // f32, unit stride, 16-byte aligned row, lo a multiple of 4: float4 loads over the whole
 // quads of [lo, hi), the last < 4 elements by wt_scan_gen.
-__device__ __forceinline__ void wt_scan_f32(WL &w, const char *x, int64_t lo, int64_t hi,
-                                            uint32_t flip, int k, int lane) {
+__device__ __forceinline__ void wt_scan_f32(u64 &v, u64 &thr, const char *x, int64_t lo,
+                                            int64_t hi, uint32_t flip, int k, int lane) {
   const float4 *p = (const float4 *)x;
   int64_t q1 = hi >> 2;
   bool largest = flip != 0;
   for (int64_t base = lo >> 2; base < q1; base += (int64_t)blockDim.x * WT_VEC) {
-    float4 f[WT_VEC];
+    float4 w[WT_VEC];
 #pragma unroll
     for (int u = 0; u < WT_VEC; u++) {
       int64_t q = base + (int64_t)u * blockDim.x + threadIdx.x;
-      f[u] = q < q1 ? __ldcs(p + q) : make_float4(0.f, 0.f, 0.f, 0.f);  // read once: stream
-    }
-    if (w.bound == ~0ull) {  // warp-uniform
-      u64 c[WT_VEC * 4];
-#pragma unroll
-      for (int u = 0; u < WT_VEC; u++) {
-        int64_t q = base + (int64_t)u * blockDim.x + threadIdx.x;
-        float e[4] = {f[u].x, f[u].y, f[u].z, f[u].w};
-#pragma unroll
-        for (int c4 = 0; c4 < 4; c4++) {
-          uint64_t key = raw_key(INGOT_F32, (uint64_t)__float_as_uint(e[c4])) ^ flip;
-          c[u * 4 + c4] = q < q1 ? make_cand<u64>(key, q * 4 + c4) : ~0ull;
-        }
-      }
-      wl_prime(w, c, k, lane);
+      w[u] = q < q1 ? __ldcs(p + q) : make_float4(0.f, 0.f, 0.f, 0.f);  // read once: stream
     }
     // Drop e when it is strictly worse than thr as a float (never when e or tv is NaN):
     // then its key is strictly worse too, so it cannot enter the list.
-    float tv = thr_f32(w.thr, flip);
+    float tv = thr_f32(thr, flip);
     unsigned pass = 0;
 #pragma unroll
     for (int u = 0; u < WT_VEC; u++) {
       int64_t q = base + (int64_t)u * blockDim.x + threadIdx.x;
-      float e[4] = {f[u].x, f[u].y, f[u].z, f[u].w};
+      float e[4] = {w[u].x, w[u].y, w[u].z, w[u].w};
 #pragma unroll
       for (int c = 0; c < 4; c++) {
         bool ok = largest ? !(e[c] < tv) : !(e[c] > tv);
@@ -614,18 +489,18 @@ __device__ __forceinline__ void wt_scan_f32(WL &w, const char *x, int64_t lo, in
 #pragma unroll
       for (int u = 0; u < WT_VEC; u++) {
         int64_t q = base + (int64_t)u * blockDim.x + threadIdx.x;
-        float e[4] = {f[u].x, f[u].y, f[u].z, f[u].w};
+        float e[4] = {w[u].x, w[u].y, w[u].z, w[u].w};
 #pragma unroll
         for (int c = 0; c < 4; c++) {
           uint64_t key = raw_key(INGOT_F32, (uint64_t)__float_as_uint(e[c])) ^ flip;
           u64 cand = (pass >> (u * 4 + c)) & 1 ? make_cand<u64>(key, q * 4 + c) : ~0ull;
-          wl_offer(w.v, w.thr, w.bound, cand, k, lane);
+          wl_offer(v, thr, cand, k, lane);
         }
       }
     }
   }
   int64_t t0 = q1 << 2;  // >= lo, as lo is a multiple of 4
-  if (t0 < hi) wt_scan_gen<4>(w, x, 1, t0, hi, INGOT_F32, flip, k, lane);
+  if (t0 < hi) wt_scan_gen<4>(v, thr, x, 1, t0, hi, INGOT_F32, flip, k, lane);
 }
 
 // The k best of the block's warp lists into best[0..k) (shared), by rank (ties in the
@@ -646,66 +521,31 @@ __device__ __forceinline__ void wt_block_best(u64 v, int k, u64 *wb, u64 *best) 
   __syncthreads();
 }
 
-// Final k of row r (warp-list candidates) into the outputs. f32 values come back from their
-// keys (the key is a bijection of the bits but for NaN, whose payload it drops, and -0.0,
-// which it merges with 0.0): no dependent load of x on the way out; other dtypes and those
-// two keys copy from x.
-__device__ __forceinline__ void wt_write_row(const u64 *best, int k, const char *x, int es, int dt,
-                                             uint32_t flip, const RowGeom &g, int64_t r, char *vout,
-                                             int64_t *xout) {
-  int64_t io, vo, xo;
-  row_offsets(g, r, io, vo, xo);
-  for (int i = threadIdx.x; i < k; i += blockDim.x) {
-    int64_t pos = cand_pos(best[i]);
-    uint32_t key = (uint32_t)(best[i] >> 32) ^ flip;
-    char *dst = vout + (vo + i * g.vsd) * es;
-    if (dt == INGOT_F32 && key != 0xffffffffu && key != 0x80000000u)
-      *(uint32_t *)dst = (key & 0x80000000u) ? (key ^ 0x80000000u) : ~key;
-    else
-      copy_elem(dst, x + (io + pos * g.isd) * es, es);
-    xout[xo + i * g.xsd] = pos;
-  }
-}
-
 // Merges the row's `total` candidates (cand, written by other blocks: read from L2) and
 // writes the final row r.
-__device__ __forceinline__ void wt_merge_row(const u64 *cand, int64_t total, int k, const char *x,
-                                             int es, int dt, uint32_t flip, const RowGeom &g,
+__device__ __forceinline__ void wt_merge_row(const u64 *cand, int64_t total, int k,
+                                             const char *x, int es, const RowGeom &g,
                                              int64_t r, char *vout, int64_t *xout, u64 *wb,
                                              u64 *best) {
   int lane = threadIdx.x & 31;
-  WL w;
-  wl_init(w);
-  for (int64_t base = 0; base < total; base += (int64_t)blockDim.x * WT_GEN) {
-    u64 c[WT_GEN];
-#pragma unroll
-    for (int u = 0; u < WT_GEN; u++) {  // all loads first, so they are in flight together
-      int64_t i = base + (int64_t)u * blockDim.x + threadIdx.x;
-      c[u] = i < total ? __ldcg(cand + i) : ~0ull;
-    }
-    wl_prime(w, c, k, lane);
-    unsigned pass = 0;
-#pragma unroll
-    for (int u = 0; u < WT_GEN; u++) pass |= (c[u] <= w.thr && c[u] != ~0ull) ? 1u << u : 0u;
-    if (__any_sync(FULL, pass != 0)) {
-#pragma unroll
-      for (int u = 0; u < WT_GEN; u++)
-        wl_offer(w.v, w.thr, w.bound, (pass >> u) & 1 ? c[u] : ~0ull, k, lane);
-    }
+  u64 v = ~0ull, thr = ~0ull;
+  for (int64_t base = 0; base < total; base += blockDim.x) {
+    int64_t i = base + threadIdx.x;
+    wl_offer(v, thr, i < total ? __ldcg(cand + i) : ~0ull, k, lane);
   }
-  wt_block_best(w.v, k, wb, best);
-  wt_write_row(best, k, x, es, dt, flip, g, r, vout, xout);
+  wt_block_best(v, k, wb, best);
+  write_row(best, k, x, es, g, r, vout, xout);
 }
 
 // Block (row r, part b) selects the k best of its chunk. bpr == 1: writes the row. Else
-// writes k candidates to cand[(r * bpr + b) * k ...]; the last block of the row to finish
-// (per-row arrival counter cnt, 0 on entry) merges the row and resets its counter to 0 for
-// the next launch.
+// writes k candidates to cand[(r * bpr + b) * k ...]; with cnt (fused mode) the last block
+// of the row to finish (per-row arrival counter) merges the row and resets its counter to 0
+// for the next launch; without cnt, wt_merge_kernel follows.
 template <bool VEC, int ES>
 __global__ void __launch_bounds__(TOPK_THREADS)
-    wt_part_kernel(const char *x, int dt, int es, RowGeom g, int64_t n, int k, int64_t rows,
-                   int64_t bpr, int64_t chunk, uint32_t flip, u64 *cand, unsigned *cnt, char *vout,
-                   int64_t *xout) {
+wt_part_kernel(const char *x, int dt, int es, RowGeom g, int64_t n, int k, int64_t rows,
+               int64_t bpr, int64_t chunk, uint32_t flip, u64 *cand, unsigned *cnt,
+               char *vout, int64_t *xout) {
   __shared__ u64 wb[TOPK_WARPS * 32];
   __shared__ u64 best[32];
   __shared__ int last;
@@ -715,32 +555,39 @@ __global__ void __launch_bounds__(TOPK_THREADS)
     row_offsets(g, r, io, vo, xo);
     const char *row = x + io * es;
     int64_t lo = b * chunk, hi = lo + chunk < n ? lo + chunk : n;
-    WL w;
-    wl_init(w);
-    if constexpr (VEC)
-      wt_scan_f32(w, row, lo, hi, flip, k, lane);
-    else
-      wt_scan_gen<ES>(w, row, g.isd, lo, hi, dt, flip, k, lane);
-    wt_block_best(w.v, k, wb, best);
+    u64 v = ~0ull, thr = ~0ull;
+    if constexpr (VEC) wt_scan_f32(v, thr, row, lo, hi, flip, k, lane);
+    else wt_scan_gen<ES>(v, thr, row, g.isd, lo, hi, dt, flip, k, lane);
+    wt_block_best(v, k, wb, best);
     if (bpr == 1) {
-      wt_write_row(best, k, x, es, dt, flip, g, r, vout, xout);
+      write_row(best, k, x, es, g, r, vout, xout);
     } else {
       if (threadIdx.x < k) cand[blk * k + threadIdx.x] = best[threadIdx.x];
       if (cnt) {
-        // Arrival: the block's candidates (written before the barrier) are released with
-        // thread 0's arrival; the last block acquires every arrival (CUTLASS's barrier).
+        __threadfence();  // this block's candidates are visible before its arrival counts
         __syncthreads();
-        if (threadIdx.x == 0)
-          last = cuda::atomic_ref<unsigned, cuda::thread_scope_device>(cnt[r]).fetch_add(
-                     1u, cuda::memory_order_acq_rel) == (unsigned)(bpr - 1);
+        if (threadIdx.x == 0) last = atomicAdd(cnt + r, 1u) == (unsigned)(bpr - 1);
         __syncthreads();
         if (last) {  // block-uniform
-          wt_merge_row(cand + r * bpr * k, bpr * k, k, x, es, dt, flip, g, r, vout, xout, wb, best);
+          __threadfence();  // the other blocks' candidates (fenced before their arrival)
+          wt_merge_row(cand + r * bpr * k, bpr * k, k, x, es, g, r, vout, xout, wb, best);
           if (threadIdx.x == 0) cnt[r] = 0;  // every block of the row has arrived
         }
       }
     }
     __syncthreads();  // shared memory is reused by the next grid-stride iteration
+  }
+}
+
+// Two-launch mode: one block per row merges the row's bpr * k candidates.
+__global__ void __launch_bounds__(TOPK_THREADS)
+wt_merge_kernel(const char *x, int es, RowGeom g, int k, int64_t rows, int64_t bpr,
+                const u64 *cand, char *vout, int64_t *xout) {
+  __shared__ u64 wb[TOPK_WARPS * 32];
+  __shared__ u64 best[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    wt_merge_row(cand + r * bpr * k, bpr * k, k, x, es, g, r, vout, xout, wb, best);
+    __syncthreads();
   }
 }
 
@@ -774,7 +621,8 @@ int ceil_log2(uint64_t v) { return v <= 1 ? 0 : 64 - __builtin_clzll(v - 1); }
 
 template <class KT>
 cudaError_t radix_sort(void *tmp, size_t &tmp_bytes, cub::DoubleBuffer<KT> &keys,
-                       cub::DoubleBuffer<int64_t> &vals, int64_t num, int end_bit, cudaStream_t s) {
+                       cub::DoubleBuffer<int64_t> &vals, int64_t num, int end_bit,
+                       cudaStream_t s) {
   return cub::DeviceRadixSort::SortPairs(tmp, tmp_bytes, keys, vals, num, 0, end_bit, s);
 }
 
@@ -794,8 +642,8 @@ ingot_status full_sort(ingot_op_args *a, int dev, cudaStream_t s, const RowGeom 
   {
     cub::DoubleBuffer<KT> kb(nullptr, nullptr);
     cub::DoubleBuffer<int64_t> vb(nullptr, nullptr);
-    if (ingot_status st =
-            cuda_check(radix_sort(nullptr, tmp_bytes, kb, vb, numel, end_bit, s), what))
+    if (ingot_status st = cuda_check(radix_sort(nullptr, tmp_bytes, kb, vb, numel, end_bit, s),
+                                     what))
       return st;
     if (two_pass) {
       cub::DoubleBuffer<UK> kb2(nullptr, nullptr);
@@ -866,8 +714,8 @@ ingot_status topk_small(ingot_op_args *a, int dev, cudaStream_t s, const RowGeom
     cand = (C *)cuda_scratch_alloc(dev, sizeof(C) * (size_t)(blocks * k), s);
     if (!cand) return ingot_set_error(INGOT_ERR_OOM, "topk: out of device memory");
   }
-  topk_part_kernel<C, K>
-      <<<grid, TOPK_THREADS, 0, s>>>(x, dt, es, g, n, k, rows, bpr, chunk, fm, cand, vout, xout);
+  topk_part_kernel<C, K><<<grid, TOPK_THREADS, 0, s>>>(x, dt, es, g, n, k, rows, bpr, chunk, fm,
+                                                       cand, vout, xout);
   ingot_status st = launch_status("topk");
   if (!st && bpr > 1) {
     unsigned g2 = (unsigned)(rows < 65535 * 16 ? rows : 65535 * 16);
@@ -880,15 +728,21 @@ ingot_status topk_small(ingot_op_args *a, int dev, cudaStream_t s, const RowGeom
 
 // ---- warp-list topk, host side ----
 
-constexpr int kWtMaxDevices = 64;
-// In the stream's workspace (cuda_stream_workspace): one arrival counter per row, then the
-// candidate slots (blocks * k).
-constexpr int64_t kWtRows = CUDA_WS_COUNTERS;
-constexpr int64_t kWtCands = (int64_t)(CUDA_WS_BYTES / sizeof(u64));
+constexpr int kWtMaxDevices = 64, kWtStreams = 16;
+constexpr int64_t kWtRows = 4096;              // counters per stream (rows of a fused call)
+constexpr int64_t kWtCands = 4096 * 32;        // candidate slots per stream (blocks * k)
+constexpr size_t kWtCntBytes = kWtRows * sizeof(unsigned);
 
+// Per (device, stream): arrival counters (all 0 between launches: zeroed once at creation,
+// reset by each row's last block) and candidate slots, allocated once and never grown or
+// freed (launches on one stream run in order, so they never share them concurrently).
 struct WtDev {
   std::once_flag once;
   int target = 0;  // resident blocks of wt_part_kernel on the whole device (0: unknown)
+  std::mutex mu;
+  int n = 0;
+  cudaStream_t s[kWtStreams];
+  char *buf[kWtStreams];
 };
 WtDev g_wt[kWtMaxDevices];
 
@@ -908,6 +762,35 @@ int wt_target(int dev) {
   return d.target > 0 ? d.target : 264;
 }
 
+// The stream's counters and candidate slots, or null (then two launches with scratch).
+// Never while the stream captures a graph: replays may run on other streams, concurrently
+// with eager work on this one.
+char *wt_buffer(int dev, cudaStream_t s) {
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(s, &cap) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  if (cap != cudaStreamCaptureStatusNone) return nullptr;
+  WtDev &d = g_wt[dev];
+  std::lock_guard<std::mutex> lock(d.mu);
+  for (int i = 0; i < d.n; i++)
+    if (d.s[i] == s) return d.buf[i];
+  if (d.n == kWtStreams) return nullptr;
+  char *p = nullptr;
+  if (cudaMalloc((void **)&p, kWtCntBytes + kWtCands * sizeof(u64)) != cudaSuccess) {
+    cudaGetLastError();
+    p = nullptr;  // remembered as "none" for this stream
+  } else if (cudaMemsetAsync(p, 0, kWtCntBytes, s) != cudaSuccess) {  // ordered before use on s
+    cudaGetLastError();
+    cudaFree(p);
+    p = nullptr;
+  }
+  d.s[d.n] = s;
+  d.buf[d.n++] = p;
+  return p;
+}
+
 // topk with k <= 32 of a dtype whose keys fit 32 bits, rows shorter than 2^32.
 ingot_status topk_warp(ingot_op_args *a, int dev, cudaStream_t s, const RowGeom &g, int64_t n,
                        int64_t rows, int k, bool flip) {
@@ -919,11 +802,9 @@ ingot_status topk_warp(ingot_op_args *a, int dev, cudaStream_t s, const RowGeom 
   bool vec = dt == INGOT_F32 && g.isd == 1 && ((uintptr_t)x & 15) == 0;
   for (int i = 0; i < g.nd && vec; i++)
     if (g.shape[i] > 1 && (g.ist[i] & 3) != 0) vec = false;
-  // Parts per row: at most one wave of blocks over the device, >= 1024 elements a part
-  // (f32 vectors: 4096, one full round of WT_VEC float4 loads a thread: fewer candidates to
-  // merge and fewer arrivals on the row's counter, same load latency); the part length is a
-  // multiple of 4 (aligned float4 loads in every part).
-  const int64_t target = wt_target(dev), min_chunk = vec ? TOPK_THREADS * WT_VEC * 4 : 1024;
+  // Parts per row: at most one wave of blocks over the device, >= 1024 elements a part; the
+  // part length is a multiple of 4 (aligned float4 loads in every part).
+  const int64_t target = wt_target(dev), min_chunk = 1024;
   int64_t bpr = target / rows, most = (n + min_chunk - 1) / min_chunk;
   if (bpr > most) bpr = most;
   if (bpr < 1) bpr = 1;
@@ -936,39 +817,37 @@ ingot_status topk_warp(ingot_op_args *a, int dev, cudaStream_t s, const RowGeom 
   unsigned grid = (unsigned)(blocks < 65535 * 16 ? blocks : 65535 * 16);
   u64 *cand = nullptr;
   unsigned *cnt = nullptr;
-  char *scratch = nullptr;
+  bool scratch = false;
   if (bpr > 1) {
-    char *buf =
-        rows <= kWtRows && blocks * k <= kWtCands ? (char *)cuda_stream_workspace(dev, s) : nullptr;
+    char *buf = rows <= kWtRows && blocks * k <= kWtCands ? wt_buffer(dev, s) : nullptr;
     if (buf) {
       cnt = (unsigned *)buf;
-      cand = (u64 *)(buf + CUDA_WS_COUNTERS * sizeof(unsigned));
-    } else {  // graph capture (the graph owns this memory), > 16 streams or a huge call
-      size_t cnt_b = align_up((size_t)rows * sizeof(unsigned));
-      scratch = (char *)cuda_scratch_alloc(dev, cnt_b + sizeof(u64) * (size_t)(blocks * k), s);
-      if (!scratch) return ingot_set_error(INGOT_ERR_OOM, "topk: out of device memory");
-      cnt = (unsigned *)scratch;
-      cand = (u64 *)(scratch + cnt_b);
-      if (ingot_status st = cuda_check(cudaMemsetAsync(cnt, 0, cnt_b, s), "topk")) {
-        cuda_scratch_free(dev, scratch, s);
-        return st;
-      }
+      cand = (u64 *)(buf + kWtCntBytes);
+    } else {
+      cand = (u64 *)cuda_scratch_alloc(dev, sizeof(u64) * (size_t)(blocks * k), s);
+      if (!cand) return ingot_set_error(INGOT_ERR_OOM, "topk: out of device memory");
+      scratch = true;
     }
   }
   if (vec)
-    wt_part_kernel<true, 4><<<grid, TOPK_THREADS, 0, s>>>(x, dt, es, g, n, k, rows, bpr, chunk, fm,
-                                                          cand, cnt, vout, xout);
+    wt_part_kernel<true, 4><<<grid, TOPK_THREADS, 0, s>>>(x, dt, es, g, n, k, rows, bpr, chunk,
+                                                          fm, cand, cnt, vout, xout);
   else if (es == 1)
-    wt_part_kernel<false, 1><<<grid, TOPK_THREADS, 0, s>>>(x, dt, es, g, n, k, rows, bpr, chunk, fm,
-                                                           cand, cnt, vout, xout);
+    wt_part_kernel<false, 1><<<grid, TOPK_THREADS, 0, s>>>(x, dt, es, g, n, k, rows, bpr, chunk,
+                                                           fm, cand, cnt, vout, xout);
   else if (es == 2)
-    wt_part_kernel<false, 2><<<grid, TOPK_THREADS, 0, s>>>(x, dt, es, g, n, k, rows, bpr, chunk, fm,
-                                                           cand, cnt, vout, xout);
+    wt_part_kernel<false, 2><<<grid, TOPK_THREADS, 0, s>>>(x, dt, es, g, n, k, rows, bpr, chunk,
+                                                           fm, cand, cnt, vout, xout);
   else
-    wt_part_kernel<false, 4><<<grid, TOPK_THREADS, 0, s>>>(x, dt, es, g, n, k, rows, bpr, chunk, fm,
-                                                           cand, cnt, vout, xout);
+    wt_part_kernel<false, 4><<<grid, TOPK_THREADS, 0, s>>>(x, dt, es, g, n, k, rows, bpr, chunk,
+                                                           fm, cand, cnt, vout, xout);
   ingot_status st = launch_status("topk");
-  if (scratch) cuda_scratch_free(dev, scratch, s);
+  if (!st && bpr > 1 && !cnt) {
+    unsigned g2 = (unsigned)(rows < 65535 * 16 ? rows : 65535 * 16);
+    wt_merge_kernel<<<g2, TOPK_THREADS, 0, s>>>(x, es, g, k, rows, bpr, cand, vout, xout);
+    st = launch_status("topk");
+  }
+  if (scratch) cuda_scratch_free(dev, cand, s);
   return st;
 }
 
@@ -1003,8 +882,7 @@ ingot_status k_sort_topk(ingot_op_args *a) {
   // Register top-k: packed candidates up to k = 64; key/position pairs (64-bit dtypes) up to
   // k = 32 (K = 64 pairs spill registers); the rest takes the full sort.
   if (topk && n < (int64_t)UINT32_MAX) {
-    if (bits <= 32 && m <= 32 && dev < kWtMaxDevices)
-      return topk_warp(a, dev, s, g, n, rows, (int)m, flip);
+    if (bits <= 32 && m <= 32 && dev < kWtMaxDevices) return topk_warp(a, dev, s, g, n, rows, (int)m, flip);
     if (bits <= 32 && m <= 64)
       return topk_bucket<unsigned long long>(a, dev, s, g, n, rows, (int)m, flip);
     if (bits == 64 && m <= 32) return topk_bucket<KP>(a, dev, s, g, n, rows, (int)m, flip);

@@ -10,82 +10,11 @@
  * - Scratch memory comes from the caching allocator on the kernel's stream,
  *   so a block freed on s is reused by later work on s with no host sync. */
 #include <cuda_runtime_api.h>
-#include <threads.h>
 
 #include "allocator.h"
 #include "cuda_kernels.h"
 
 static _Thread_local cudaStream_t current[CUDA_MAX_DEVICES];
-
-/* ---- per-stream workspaces (see cuda_stream_workspace) ---- */
-#define WS_SLOTS 16
-typedef struct ws_slot {
-  cudaStream_t stream;
-  void *buf; /* NULL: none could be made for this stream */
-  bool used;
-} ws_slot;
-typedef struct ws_dev {
-  ws_slot slot[WS_SLOTS];
-  int n;
-} ws_dev;
-static ws_dev ws[CUDA_MAX_DEVICES];
-static mtx_t ws_lock;
-static once_flag ws_once = ONCE_FLAG_INIT;
-static void ws_init(void) { mtx_init(&ws_lock, mtx_plain); }
-
-void *cuda_stream_workspace(int device, cudaStream_t s) {
-  if (device < 0 || device >= CUDA_MAX_DEVICES || cuda_thread_capturing(device)) return NULL;
-  enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(s, &cap) != cudaSuccess) { /* a raw capture of the caller's */
-    cudaGetLastError();
-    return NULL;
-  }
-  if (cap != cudaStreamCaptureStatusNone) return NULL;
-  call_once(&ws_once, ws_init);
-  ws_dev *d = &ws[device];
-  void *p = NULL;
-  mtx_lock(&ws_lock);
-  for (int i = 0; i < d->n; i++)
-    if (d->slot[i].used && d->slot[i].stream == s) {
-      p = d->slot[i].buf;
-      mtx_unlock(&ws_lock);
-      return p;
-    }
-  /* A slot a destroyed stream left (its work finished: counters are 0), else a new one. */
-  int i = 0;
-  while (i < d->n && (d->slot[i].used || !d->slot[i].buf)) i++;
-  if (i == d->n) {
-    if (d->n == WS_SLOTS) {
-      mtx_unlock(&ws_lock);
-      return NULL;
-    }
-    d->n++;
-    d->slot[i].buf = NULL;
-    /* The counters are zeroed on s, ordered before any use on s. */
-    if (cudaMalloc(&d->slot[i].buf, CUDA_WS_COUNTERS * sizeof(unsigned) + CUDA_WS_BYTES) !=
-            cudaSuccess ||
-        cudaMemsetAsync(d->slot[i].buf, 0, CUDA_WS_COUNTERS * sizeof(unsigned), s) != cudaSuccess) {
-      cudaGetLastError();
-      if (d->slot[i].buf) cudaFree(d->slot[i].buf);
-      d->slot[i].buf = NULL; /* remembered as "none" for s */
-    }
-  }
-  d->slot[i].stream = s;
-  d->slot[i].used = true;
-  p = d->slot[i].buf;
-  mtx_unlock(&ws_lock);
-  return p;
-}
-
-/* s is being destroyed, its work finished: its workspace may serve another stream. */
-static void ws_forget(int device, cudaStream_t s) {
-  if (device < 0 || device >= CUDA_MAX_DEVICES) return;
-  call_once(&ws_once, ws_init);
-  mtx_lock(&ws_lock);
-  for (int i = 0; i < ws[device].n; i++)
-    if (ws[device].slot[i].used && ws[device].slot[i].stream == s) ws[device].slot[i].used = false;
-  mtx_unlock(&ws_lock);
-}
 
 cudaStream_t cuda_current_stream(int device) {
   return device >= 0 && device < CUDA_MAX_DEVICES ? current[device] : 0;
@@ -137,7 +66,6 @@ static ingot_status rt_stream_destroy(int index, void *stream) {
   /* Its work must finish first: blocks tagged with it become free to all. */
   st = cuda_check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
   cuda_caching_forget_stream(index, s);
-  ws_forget(index, s);
   if (index >= 0 && index < CUDA_MAX_DEVICES && current[index] == s) current[index] = 0;
   ingot_status st2 = cuda_check(cudaStreamDestroy(s), "cudaStreamDestroy");
   return st ? st : st2;

@@ -13,13 +13,12 @@ out_ptr() argument; its result is compared too. A strided CPU input (a view)
 stays strided on the device: diff() rebuilds the same view there.
 """
 import ctypes
-import gc
 
 import numpy as np
 import pytest
 
-from ingot_ctypes import (DTYPES, Device, IngotError, P, T, call, declare, lib, out_ptr, take,
-                          tensor, to_numpy)
+from ingot_ctypes import (DTYPES, Device, IngotError, T, call, lib, out_ptr, take, tensor,
+                          to_numpy)
 
 lib.ingot_device_count.argtypes = [ctypes.c_int]
 lib.ingot_device_count.restype = ctypes.c_int
@@ -27,43 +26,6 @@ HAVE_CUDA = lib.ingot_device_count(1) > 0
 CUDA = Device(1, 0)
 needs_cuda = pytest.mark.skipif(not HAVE_CUDA, reason="skipped: no CUDA device")
 OUT_SLOT = object()
-
-declare({
-    "ingot_graph_begin": (ctypes.c_int, [Device]),
-    "ingot_graph_end": (P, [Device]),
-    "ingot_graph_replay": (ctypes.c_int, [P]),
-    "ingot_graph_destroy": (None, [P]),
-    "ingot_synchronize": (ctypes.c_int, [Device]),
-})
-
-
-class Graph:
-    """fn() captured once in a device graph on cuda:0, after one eager call (lazy setup is
-    not captured); .out holds what the capture returned, .replay() runs the graph and waits
-    for it. Use as a context manager: the outputs go before the graph's pool does."""
-
-    def __init__(self, fn):
-        fn()
-        gc.collect()  # nothing of earlier work is released during the capture
-        assert lib.ingot_synchronize(CUDA) == 0
-        assert lib.ingot_graph_begin(CUDA) == 0
-        try:
-            self.out = fn()
-        finally:
-            self.ptr = lib.ingot_graph_end(CUDA)
-        assert self.ptr, "graph capture failed"
-
-    def replay(self):
-        assert lib.ingot_graph_replay(self.ptr) == 0
-        assert lib.ingot_synchronize(CUDA) == 0
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.out = None
-        gc.collect()
-        lib.ingot_graph_destroy(self.ptr)
 
 # (rtol, atol) per result dtype name; integer and bool results must be equal.
 TOL = {

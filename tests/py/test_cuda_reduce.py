@@ -13,7 +13,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import ml_dtypes
 import numpy as np
 import pytest
-from cuda_diff import OUT_SLOT, Graph, _compare, diff, needs_cuda, to_device
+from cuda_diff import OUT_SLOT, diff, needs_cuda
 from ingot_ctypes import call, strided, tensor, to_numpy, transposed
 
 pytestmark = needs_cuda
@@ -344,40 +344,6 @@ def test_softmax_long_rows(op, dt):
     diff("ingot_" + op, tensor(a.astype(NP[dt])), 1)
     v = call("ingot_narrow", tensor(a.astype(NP[dt])), 1, 3, 999999)
     diff("ingot_" + op, v, -1)
-
-
-@pytest.mark.parametrize("rows", [1, 3, 64, 100])
-def test_softmax_vocab_repeated_calls(rows):
-    """The single-launch sliced path several times on one stream with new data each time
-    (its row barriers must leave their counters at 0 for the next call), interleaved with
-    top-k, which shares the stream's workspace. rows = 100: few slices, long ones (most of
-    a thread's vectors are read twice)."""
-    V = 151936
-    for i in range(3):
-        a = (rng.standard_normal((rows, V)) * (3 + 4 * i)).astype(np.float32)
-        if i == 1:
-            a[rows - 1, V - 3] = np.inf  # that row is NaN
-        t = tensor(a)
-        diff("ingot_softmax", t, 1)
-        diff("ingot_topk", t, 8, 1, True, True, OUT_SLOT)
-        diff("ingot_log_softmax", t, -1)
-
-
-@pytest.mark.parametrize("rows", [1, 64])
-def test_softmax_vocab_graph(rows):
-    """softmax and log_softmax of the decode shapes captured in a device graph (the same
-    single-launch kernel, its counters in the graph's pool, zeroed by a memset node) and
-    replayed on new input."""
-    V = 151936
-    dx = to_device(tensor(np.zeros((rows, V), np.float32)))
-    with Graph(lambda: (call("ingot_softmax", dx, 1), call("ingot_log_softmax", dx, 1))) as g:
-        for i in range(3):
-            a = (rng.standard_normal((rows, V)) * 10).astype(np.float32)
-            a[0, 100 * i] = np.nan if i == 2 else a[0, 100 * i]
-            call("ingot_copy_", dx, to_device(tensor(a)))
-            g.replay()
-            _compare(g.out[0], call("ingot_softmax", tensor(a), 1), "graph softmax")
-            _compare(g.out[1], call("ingot_log_softmax", tensor(a), 1), "graph log_softmax")
 
 
 # ----------------------------------------------------- > 2^31 elements ----

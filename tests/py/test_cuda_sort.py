@@ -10,7 +10,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from cuda_diff import CUDA, OUT_SLOT, Graph, diff, needs_cuda, to_device
+from cuda_diff import CUDA, OUT_SLOT, diff, needs_cuda, to_device
 from ingot_ctypes import (IngotError, call, out_ptr, strided, take, tensor, to_numpy,
                           transposed)
 
@@ -240,65 +240,6 @@ def test_topk_ties_and_specials():
     for largest in (True, False):
         check_topk(tensor(y), 64, 1, largest)
         check_topk(tensor(y), 8, 0, largest)
-
-
-@pytest.mark.parametrize("rows", [1, 64])
-def test_topk_vocab_k_and_orders(rows):
-    """The single-launch warp-list path (k <= 32) at the decode shapes: k = 1, 8, 32, both
-    directions, on data whose best elements sit at the row's end, at its start, in one
-    block's slice, on ties at the filter bound, and an odd vocabulary (unaligned rows)."""
-    V = 151936
-    ramp = np.arange(V, dtype=np.float32)
-    cases = {
-        "normal": rng.standard_normal((rows, V)).astype(np.float32),
-        "ascending": np.broadcast_to(ramp, (rows, V)).copy(),
-        "descending": np.broadcast_to(ramp[::-1], (rows, V)).copy(),
-        "one slice": np.where((ramp > 70000) & (ramp < 71000), ramp, -ramp).astype(np.float32)
-        * np.ones((rows, 1), np.float32),
-        "ties": np.round(rng.standard_normal((rows, V)) * 2).astype(np.float32),
-    }
-    for name, x in cases.items():
-        for k in (1, 8, 32):
-            for largest in (True, False):
-                check_topk(tensor(x), k, -1, largest)
-    odd = rng.standard_normal((rows, V + 1)).astype(np.float32)
-    for k in (1, 8, 32):
-        check_topk(tensor(odd), k, -1, True)
-
-
-def test_topk_repeated_calls():
-    """Several calls on one stream with new data (each row's last block resets its arrival
-    counter for the next call), interleaved with softmax (same workspace)."""
-    for i in range(4):
-        rows = (1, 64, 3, 64)[i]
-        x = rng.standard_normal((rows, 151936)).astype(np.float32)
-        check_topk(tensor(x), 8, -1, True)
-        diff("ingot_softmax", tensor(x), -1)
-        check_topk(tensor(x), 32, -1, False)
-
-
-@pytest.mark.parametrize("rows", [1, 64])
-def test_topk_vocab_graph(rows):
-    """top-8 of the decode shapes captured in a device graph (candidates in the graph's
-    pool, a merge kernel after) and replayed on new input: equal to the CPU, bit for bit."""
-    V = 151936
-    dx = dev(tensor(np.zeros((rows, V), np.float32)))
-
-    def run():
-        slot = out_ptr()
-        v = call("ingot_topk", dx, 8, -1, True, True, slot)
-        return v, take(slot)
-
-    with Graph(run) as g:
-        for i in range(3):
-            x = rng.standard_normal((rows, V)).astype(np.float32)
-            x[0, 1000 * i] = np.nan if i == 1 else x[0, 1000 * i]
-            call("ingot_copy_", dx, dev(tensor(x)))
-            g.replay()
-            slot = out_ptr()
-            want_v = to_numpy(call("ingot_topk", tensor(x), 8, -1, True, True, slot))
-            same(to_numpy(g.out[0]), want_v, "graph topk values")
-            same(to_numpy(g.out[1]), to_numpy(take(slot)), "graph topk indices")
 
 
 def test_topk_layouts_and_edges():
