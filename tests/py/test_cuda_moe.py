@@ -211,6 +211,17 @@ def random_bits_f8(shape):
     return ((r & 0x87) | (exp << 3)).view(F8)
 
 
+def qwen3_expert_weights(wdt, E, K, NI):
+    """gate_up [E, 2NI, K] and down [E, K, NI] of random bits (bf16), or f8
+    with per-row scales near 1/2048; returns (wgu, wd, scale_gu, scale_d)."""
+    if wdt == BF16:
+        return random_bits_bf16((E, 2 * NI, K)), random_bits_bf16((E, K, NI)), None, None
+    wgu, wd = random_bits_f8((E, 2 * NI, K)), random_bits_f8((E, K, NI))
+    sgu = (RNG.uniform(0.5, 1.5, (E, 2 * NI)) / 2048).astype(np.float32)
+    sd = (RNG.uniform(0.5, 1.5, (E, K)) / 2048).astype(np.float32)
+    return wgu, wd, sgu, sd
+
+
 @pytest.mark.parametrize("wdt", [BF16, F8], ids=lambda d: NAMES[d])
 def test_qwen3_30b_a3b_layer_t1(wdt):
     # The benchmark's shape: x [1,2048] bf16, 128 experts of gate_up [1536,2048]
@@ -218,12 +229,7 @@ def test_qwen3_30b_a3b_layer_t1(wdt):
     E, k, K, NI = 128, 8, 2048, 768
     x = RNG.standard_normal((1, K)).astype(BF16)
     logits = RNG.standard_normal((1, E)).astype(np.float32)
-    if wdt == BF16:
-        wgu, wd, sgu, sd = random_bits_bf16((E, 2 * NI, K)), random_bits_bf16((E, K, NI)), None, None
-    else:
-        wgu, wd = random_bits_f8((E, 2 * NI, K)), random_bits_f8((E, K, NI))
-        sgu = (RNG.uniform(0.5, 1.5, (E, 2 * NI)) / 2048).astype(np.float32)
-        sd = (RNG.uniform(0.5, 1.5, (E, K)) / 2048).astype(np.float32)
+    wgu, wd, sgu, sd = qwen3_expert_weights(wdt, E, K, NI)
     ws, ids = out_ptr(), out_ptr()
     call("ingot_moe_route", tensor(logits), k, True, ws, ids)
     weights, ids = take(ws), take(ids)
@@ -268,12 +274,7 @@ def test_experts_qwen3_30b_a3b_t1(wdt):
     # persistent grid, every chosen expert's 3 MB (bf16) down weight prefetched.
     E, k, K, NI = 128, 8, 2048, 768
     x = RNG.standard_normal((1, K)).astype(BF16)
-    if wdt == BF16:
-        wgu, wd, sgu, sd = random_bits_bf16((E, 2 * NI, K)), random_bits_bf16((E, K, NI)), None, None
-    else:
-        wgu, wd = random_bits_f8((E, 2 * NI, K)), random_bits_f8((E, K, NI))
-        sgu = (RNG.uniform(0.5, 1.5, (E, 2 * NI)) / 2048).astype(np.float32)
-        sd = (RNG.uniform(0.5, 1.5, (E, K)) / 2048).astype(np.float32)
+    wgu, wd, sgu, sd = qwen3_expert_weights(wdt, E, K, NI)
     ids = rand_ids(RNG, 1, k, E)
     wts = RNG.dirichlet(np.ones(k), 1).astype(np.float32)
     diff("ingot_moe_experts", tensor(x), tensor(wgu), opt(sgu), tensor(wd), opt(sd), tensor(ids),
