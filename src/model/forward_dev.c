@@ -96,7 +96,7 @@ bool dev_model_alloc(ingot_model *m, ingot_device dev) {
   }
   d->inv_freq = ingot_from_host(m->inv_freq, 1, (int64_t[]){c->head_dim / 2}, INGOT_F64, dev);
   d->logits = ingot_empty(2, (int64_t[]){1, c->vocab}, INGOT_F32, dev);
-  d->tok = ingot_zeros(1, (int64_t[]){1}, INGOT_I32, dev);
+  d->tok = ingot_zeros(1, (int64_t[]){1}, INGOT_I64, dev);
   d->pos = ingot_zeros(1, (int64_t[]){1}, INGOT_I32, dev);
   if (!d->inv_freq || !d->logits || !d->tok || !d->pos) return false;
   for (int l = 0; l < c->n_layers; l++)
@@ -253,12 +253,12 @@ static ingot_tensor *layers_forward(ingot_model *m, const ingot_tensor *ids,
   return x;
 }
 
-/* d->logits = LM head of the last row of x [T, dim]. */
-static ingot_status head_forward(ingot_model *m, const ingot_tensor *x, int64_t T) {
+/* The LM head of the last row of x [T, dim]: f32 [1, vocab] in the caller's
+ * scope. */
+static ingot_tensor *head_forward(ingot_model *m, const ingot_tensor *x, int64_t T) {
   dev_model *d = m->devm;
   ingot_tensor *last = ingot_narrow(x, 0, T - 1, 1);
-  ingot_tensor *lg = dev_linear_ex(last, &d->lm_head, d->out_norm, m->cfg.rms_eps, NULL);
-  return lg ? ingot_copy_(d->logits, lg) : ingot_last_status();
+  return dev_linear_ex(last, &d->lm_head, d->out_norm, m->cfg.rms_eps, NULL);
 }
 
 ingot_status dev_forward(ingot_model *m, const int32_t *tokens, int64_t n, float *logits_out) {
@@ -272,7 +272,10 @@ ingot_status dev_forward(ingot_model *m, const int32_t *tokens, int64_t n, float
     ingot_tensor *ids = ingot_from_host(tokens + i, 1, &T, INGOT_I32, d->dev);
     ingot_tensor *p = ingot_from_host(pos, 1, &T, INGOT_I32, d->dev);
     ingot_tensor *x = ids && p ? layers_forward(m, ids, p, T) : NULL;
-    st = !x ? ingot_last_status() : i + T == n ? head_forward(m, x, T) : INGOT_OK;
+    ingot_tensor *lg = x && i + T == n ? head_forward(m, x, T) : NULL;
+    st = !x || (i + T == n && !lg) ? ingot_last_status()
+         : lg                      ? ingot_copy_(d->logits, lg)
+                                   : INGOT_OK;
     ingot_scope_end();
   }
   if (!st && logits_out)
@@ -281,13 +284,14 @@ ingot_status dev_forward(ingot_model *m, const int32_t *tokens, int64_t n, float
   return st;
 }
 
-ingot_status dev_forward_step(ingot_model *m) {
+ingot_status dev_forward_step(ingot_model *m, ingot_tensor **logits) {
   dev_model *d = m->devm;
   ingot_scope_begin();
   ingot_tensor *x = layers_forward(m, d->tok, d->pos, 1);
-  ingot_status st = x ? head_forward(m, x, 1) : ingot_last_status();
-  ingot_tensor *next = st ? NULL : ingot_add_scalar(d->pos, 1);
-  if (!st) st = next ? ingot_copy_(d->pos, next) : ingot_last_status();
+  ingot_tensor *lg = x ? head_forward(m, x, 1) : NULL;
+  ingot_tensor *next = lg ? ingot_add_scalar(d->pos, 1) : NULL;
+  ingot_status st = next ? ingot_copy_(d->pos, next) : ingot_last_status();
+  *logits = st ? NULL : ingot_keep(lg);
   ingot_scope_end();
   return st;
 }

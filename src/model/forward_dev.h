@@ -39,10 +39,11 @@ typedef struct dev_model {
   int n_layers;
   dev_layer *layers; /* n_layers slots, each NULL or owned */
   dev_weight embd, lm_head;
-  ingot_tensor *out_norm;  /* float32 [dim] */
-  ingot_tensor *inv_freq;  /* float64 [head_dim / 2] */
-  ingot_tensor *logits;    /* float32 [1, vocab]: the last token's logits */
-  ingot_tensor *tok, *pos; /* int32 [1]: the decode step's token and its position */
+  ingot_tensor *out_norm; /* float32 [dim] */
+  ingot_tensor *inv_freq; /* float64 [head_dim / 2] */
+  ingot_tensor *logits;   /* float32 [1, vocab]: the last prompt token's logits */
+  ingot_tensor *tok;      /* int64 [1]: the decode step's token (an index: no cast a step) */
+  ingot_tensor *pos;      /* int32 [1]: its position */
 } dev_model;
 
 struct ingot_model;
@@ -70,8 +71,9 @@ void dev_model_free(dev_model *d);
  * last token's logits land in d->logits and, if logits_out, on the host. */
 ingot_status dev_forward(struct ingot_model *m, const int32_t *tokens, int64_t n,
                          float *logits_out);
-/* One decode step, all on the device: forward d->tok at d->pos into
- * d->logits, pos += 1. No host round trip (capturable). */
-ingot_status dev_forward_step(struct ingot_model *m);
+/* One decode step, all on the device: forward d->tok at d->pos, pos += 1;
+ * *logits = f32 [1, vocab] in the caller's scope (not copied into
+ * d->logits). No host round trip (capturable). */
+ingot_status dev_forward_step(struct ingot_model *m, ingot_tensor **logits);
 
 #endif

@@ -32,18 +32,24 @@ typedef struct dev_sampler {
   ingot_event *ready[2];  /* recorded after the copy into tok_host[g % 2] */
 } dev_sampler;
 
-/* d->tok = a token sampled from d->logits. */
-static ingot_status dev_sample(dev_model *d, dev_sampler *s) {
+/* d->tok = a token sampled from logits [1, vocab]. */
+static ingot_status dev_sample(dev_model *d, dev_sampler *s, const ingot_tensor *logits) {
   ingot_scope_begin();
-  ingot_tensor *t = ingot_sample_tokens(d->logits, &s->o, s->hist, s->step);
+  ingot_tensor *t = ingot_sample_tokens(logits, &s->o, s->hist, s->step);
   ingot_status st = t ? ingot_copy_(d->tok, t) : ingot_last_status();
   ingot_scope_end();
   return st;
 }
 
+/* Forward, then sample straight from the step's logits (no copy into
+ * d->logits). */
 static ingot_status dev_step(ingot_model *m, dev_sampler *s) {
-  ingot_status st = dev_forward_step(m);
-  return st ? st : dev_sample(m->devm, s);
+  ingot_scope_begin();
+  ingot_tensor *lg = NULL;
+  ingot_status st = dev_forward_step(m, &lg);
+  if (!st) st = dev_sample(m->devm, s, lg);
+  ingot_scope_end();
+  return st;
 }
 
 /* Run one decode step: through the graph (captured on first use) or eagerly. */
@@ -121,7 +127,7 @@ static ingot_status dev_start(ingot_model *m, dev_sampler *s) {
   ingot_tensor *hp = ingot_from_host(&p, 1, (int64_t[]){1}, INGOT_I32, d->dev);
   ingot_status st = hp ? ingot_copy_(d->pos, hp) : ingot_last_status();
   ingot_release(hp);
-  if (!st) st = dev_sample(d, s);
+  if (!st) st = dev_sample(d, s, d->logits);
   if (!st) st = ingot_synchronize(d->dev); /* the prompt's time includes its device work */
   return st;
 }
