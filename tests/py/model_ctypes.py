@@ -60,6 +60,28 @@ for _fn, _res, _args in [
     getattr(lib, _fn).restype, getattr(lib, _fn).argtypes = _res, _args
 
 
+def tokenize(m, text, special=False):
+    """Token ids (int32) of text with model m's tokenizer."""
+    import numpy as np
+    b = text.encode()
+    ids = np.zeros(len(b) + 16, np.int32)
+    n = lib.ingot_tokenize(lib.ingot_model_tokenizer(m), b, len(b), special, ids.ctypes.data,
+                           len(ids))
+    assert 0 < n <= len(ids), lib.ingot_last_error().decode()
+    return ids[:n].copy()
+
+
+def forward_logits(m, ids, vocab):
+    """ingot_model_forward of ids on m (continuing its cache): the last
+    token's logits, float32 [vocab]."""
+    import numpy as np
+    ids = np.ascontiguousarray(ids, np.int32)
+    out = np.zeros(vocab, np.float32)
+    st = lib.ingot_model_forward(m, ids.ctypes.data, len(ids), out.ctypes.data)
+    assert st == 0, lib.ingot_last_error().decode()
+    return out
+
+
 class ModelHandle:
     """A loaded ingot_model (self.p, freed on exit) with the two probes the
     model tests use: logits of a prompt and greedy tokens."""
@@ -75,11 +97,7 @@ class ModelHandle:
         import numpy as np
         if reset:
             lib.ingot_model_reset(self.p)
-        ids = np.ascontiguousarray(ids, np.int32)
-        out = np.zeros(self.vocab, np.float32)
-        st = lib.ingot_model_forward(self.p, ids.ctypes.data, len(ids), out.ctypes.data)
-        assert st == 0, lib.ingot_last_error().decode()
-        return out
+        return forward_logits(self.p, ids, self.vocab)
 
     def greedy(self, ids, n):
         import numpy as np

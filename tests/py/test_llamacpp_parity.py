@@ -20,7 +20,7 @@ import pytest
 
 from refs import smollm2_path
 from ingot_ctypes import Device, lib
-import model_ctypes  # noqa: F401  (declares the model API on lib)
+from model_ctypes import forward_logits, tokenize
 
 llama_cpp = pytest.importorskip(
     "llama_cpp", reason="llama_cpp is not importable (install scripts/requirements-parity.txt)")
@@ -89,21 +89,8 @@ def prompt_text(key):
     return (chat_text(text) if chat else text), chat
 
 
-def ingot_ids(m, text, special):
-    b = text.encode()
-    ids = np.zeros(len(b) + 16, np.int32)
-    n = lib.ingot_tokenize(lib.ingot_model_tokenizer(m), b, len(b), special, ids.ctypes.data,
-                           len(ids))
-    assert 0 < n <= len(ids), lib.ingot_last_error().decode()
-    return ids[:n].copy()
-
-
 def ingot_forward(m, ids):
-    ids = np.ascontiguousarray(ids, np.int32)
-    out = np.zeros(VOCAB, np.float32)
-    st = lib.ingot_model_forward(m, ids.ctypes.data, len(ids), out.ctypes.data)
-    assert st == 0, lib.ingot_last_error().decode()
-    return out
+    return forward_logits(m, ids, VOCAB)
 
 
 def llama_last_logits(llm, ids):
@@ -120,7 +107,7 @@ def top2_margin(logits):
 @pytest.mark.parametrize("key", list(PROMPTS))
 def test_tokenizer_ids_match(model, llm, key):
     text, special = prompt_text(key)
-    ours = ingot_ids(model, text, special)
+    ours = tokenize(model, text, special)
     theirs = llm.tokenize(text.encode(), add_bos=False, special=special)
     assert ours.tolist() == list(theirs)
     if special:  # the chat markers became single special tokens
@@ -130,7 +117,7 @@ def test_tokenizer_ids_match(model, llm, key):
 @pytest.mark.parametrize("key", list(PROMPTS))
 def test_last_logits_close(model, llm, key):
     text, special = prompt_text(key)
-    ids = ingot_ids(model, text, special)
+    ids = tokenize(model, text, special)
     lib.ingot_model_reset(model)
     got = ingot_forward(model, ids)
     want = llama_last_logits(llm, ids)
@@ -173,7 +160,7 @@ def test_greedy_continuation_identical(model, llm, key):
     parts at step 19 (margins 0.02 / 0.19). (The exact float path parted at
     5, 12 and 0 for 'plain', 'plain_code' and 'chat'.)"""
     text, special = prompt_text(key)
-    ids = ingot_ids(model, text, special)
+    ids = tokenize(model, text, special)
     steps = greedy_both(model, llm, ids, N_GREEDY)
     ties = [(i, a, b, ma, mb) for i, (a, b, ma, mb) in enumerate(steps) if a != b]
     first = ties[0][0] if ties else N_GREEDY

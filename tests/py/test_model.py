@@ -15,7 +15,7 @@ import pytest
 
 from refs import smollm2_path
 from ingot_ctypes import Device, lib
-from model_ctypes import TOKEN_FN, GenOpts, GenStats, SampleOpts  # noqa: F401
+from model_ctypes import TOKEN_FN, GenOpts, GenStats, SampleOpts, tokenize  # noqa: F401
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 CLI = os.path.join(ROOT, "build", "bin", "ingot")
@@ -51,15 +51,6 @@ def model(path):
     assert m, lib.ingot_last_error().decode()
     yield m
     lib.ingot_model_free(m)
-
-
-def tokenize(m, text, special=False):
-    ids = np.zeros(len(text) + 16, np.int32)
-    b = text.encode()
-    n = lib.ingot_tokenize(lib.ingot_model_tokenizer(m), b, len(b), special, ids.ctypes.data,
-                           len(ids))
-    assert 0 < n <= len(ids)
-    return ids[:n].copy()
 
 
 def forward(m, ids, logits=True):

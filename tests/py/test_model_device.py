@@ -15,7 +15,7 @@ import pytest
 
 from cuda_diff import CUDA, HAVE_CUDA, needs_cuda, to_device
 from ingot_ctypes import IngotError, call, lib, sig, strided, tensor, to_numpy, P, D, B
-from model_ctypes import TOKEN_FN, GenOpts, SampleOpts
+from model_ctypes import TOKEN_FN, GenOpts, SampleOpts, forward_logits, tokenize
 
 F = ctypes.c_float
 
@@ -415,21 +415,8 @@ def load(path, mode):
     return m
 
 
-def tokenize(m, text):
-    ids = np.zeros(len(text) + 16, np.int32)
-    b = text.encode()
-    n = lib.ingot_tokenize(lib.ingot_model_tokenizer(m), b, len(b), False, ids.ctypes.data,
-                           len(ids))
-    assert n > 0
-    return ids[:n].copy()
-
-
 def logits(m, ids):
-    ids = np.ascontiguousarray(ids, np.int32)
-    out = np.zeros(VOCAB, np.float32)
-    st = lib.ingot_model_forward(m, ids.ctypes.data, len(ids), out.ctypes.data)
-    assert st == 0, lib.ingot_last_error().decode()
-    return out
+    return forward_logits(m, ids, VOCAB)
 
 
 def generate(m, ids, n, **sample):
