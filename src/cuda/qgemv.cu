@@ -191,35 +191,40 @@ ingot_status k_qmatmul(ingot_op_args *a) {
   const int64_t rs = ingot_shape(w)[1];
   const uint8_t *wp = (const uint8_t *)ingot_tensor_data(w);
   const float *rp = res ? (const float *)ingot_tensor_data(res) : nullptr;
-  const float *np = norm ? (const float *)ingot_tensor_data(norm) : nullptr;
+  const float *np = norm ? (const float *)ingot_tensor_data(norm) : nullptr;  // fused norm
   float *yp = (float *)ingot_tensor_data(y);
   cudaError_t e = cudaErrorInvalidValue;
   const int fdt = type == INGOT_GGML_F32    ? INGOT_F32
                   : type == INGOT_GGML_BF16 ? INGOT_BF16
                   : type == INGOT_GGML_F16  ? INGOT_F16
                                             : -1;
-  if (m <= 8 && fdt >= 0 && ingot_is_contiguous(x)) {
+  const int64_t es = fdt >= 0 ? (int64_t)ingot_dtype_size((ingot_dtype)fdt) : 1;
+  ingot_tensor *xn = nullptr;  // rms_norm(x), made once for the paths that need it apart
+  if (m <= 8 && fdt >= 0 && ingot_is_contiguous(x) && rs % es == 0 &&
+      (uintptr_t)wp % (uintptr_t)es == 0) {  // else: the block kernels' byte loads below
     // Float weights (HF checkpoints): the dense GEMV kernel streams them at
     // memory speed; a norm goes first as its own launch.
-    ingot_tensor *xn = norm ? ingot_rms_norm(x, norm, a->farg[0]) : nullptr;
-    if (norm && !xn) return ingot_last_status();
-    const int64_t es = (int64_t)ingot_dtype_size((ingot_dtype)fdt);
+    if (norm && !(xn = ingot_rms_norm(x, norm, a->farg[0]))) return ingot_last_status();
     bool done = false;
-    if (rs % es == 0 && (uintptr_t)wp % (uintptr_t)es == 0) /* else: byte loads below */
-      st = cuda_gemv_f32x(wp, (ingot_dtype)fdt, rs / es,
-                          (const float *)ingot_tensor_data(xn ? xn : x), m, k, n, rp, y, &done);
-    ingot_release(xn);
-    if (done || st) return st;
+    st = cuda_gemv_f32x(wp, (ingot_dtype)fdt, rs / es,
+                        (const float *)ingot_tensor_data(xn ? xn : x), m, k, n, rp, y, &done);
+    if (done || st) {
+      ingot_release(xn);
+      return st;
+    }
   }
+  if (xn) x = xn, np = nullptr;  // normed already: no second norm below
   if (m <= 8) {
     bool done = false;
     GGML_TYPE_SWITCH(
         type, e = launch_gemv_smem_t<QT>(wp, rs, (const float *)ingot_tensor_data(x), k, n, (int)m,
                                          yp, rp, np, (float)a->farg[0], s, &done));
-    if (done || e != cudaSuccess) return cuda_check(e, "qmatmul kernel");
+    if (done || e != cudaSuccess) {
+      ingot_release(xn);
+      return cuda_check(e, "qmatmul kernel");
+    }
   }
-  ingot_tensor *xn = norm ? ingot_rms_norm(x, norm, a->farg[0]) : nullptr;
-  if (norm && !xn) return ingot_last_status();
+  if (np && !(xn = ingot_rms_norm(x, norm, a->farg[0]))) return ingot_last_status();
   if (xn) x = xn;
   if (m > 8) {
     st = qmatmul_prefill(x, w, type, k, y, s);
