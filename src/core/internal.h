@@ -51,6 +51,10 @@ ingot_tensor *tensor_new(int ndim, const int64_t *shape, ingot_dtype dt, ingot_d
 /* New handle on base's storage with the given geometry. */
 ingot_tensor *tensor_view(const ingot_tensor *base, int ndim, const int64_t *shape,
                           const int64_t *strides, int64_t offset);
+/* A 2-D view of the same bytes as dtype dt (rows unchanged, last dim scaled
+ * by the element sizes), or NULL (no error) when t is not 2-D with
+ * contiguous rows whose bytes split evenly into dt (torch's Tensor.view(dtype)). */
+ingot_tensor *tensor_view_as_dtype(const ingot_tensor *t, ingot_dtype dt);
 /* Host copy of the storage span t covers, viewed as t; *lo is the span's
  * first element in t's storage. */
 ingot_tensor *tensor_host_span(const ingot_tensor *t, int64_t *lo);

@@ -120,6 +120,17 @@ ingot_tensor *tensor_view(const ingot_tensor *base, int ndim, const int64_t *sha
   return t;
 }
 
+ingot_tensor *tensor_view_as_dtype(const ingot_tensor *t, ingot_dtype dt) {
+  const int64_t from = (int64_t)ingot_dtype_size(t->dtype), to = (int64_t)ingot_dtype_size(dt);
+  if (t->ndim != 2 || t->strides[1] != 1 || (t->shape[1] * from) % to ||
+      (t->strides[0] * from) % to || (t->offset * from) % to)
+    return NULL;
+  ingot_tensor *v = tensor_view(t, 2, (int64_t[]){t->shape[0], t->shape[1] * from / to},
+                                (int64_t[]){t->strides[0] * from / to, 1}, t->offset * from / to);
+  if (v) v->dtype = dt;
+  return v;
+}
+
 ingot_tensor *ingot_retain(ingot_tensor *t) {
   if (t) atomic_fetch_add(&t->refcount, 1);
   return t;

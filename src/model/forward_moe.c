@@ -103,15 +103,9 @@ void dev_moe_free(dev_moe *m) {
  * (no error) when they are block-quantised or laid out otherwise. In scope. */
 static ingot_tensor *router_rows(const dev_weight *w) {
   int dt = float_dtype(w->type);
-  const ingot_tensor *t = w->t; /* uint8 [E, row bytes] */
-  if (dt < 0 || t->ndim != 2) return NULL;
-  int64_t es = (int64_t)ingot_dtype_size((ingot_dtype)dt);
-  if (t->strides[1] != 1 || t->strides[0] % es || t->offset % es || t->shape[1] != w->cols * es)
+  if (dt < 0 || w->t->ndim != 2 || w->t->shape[1] != w->cols * (int64_t)ingot_dtype_size(dt))
     return NULL;
-  ingot_tensor *v = tensor_view(t, 2, (int64_t[]){t->shape[0], w->cols},
-                                (int64_t[]){t->strides[0] / es, 1}, t->offset / es);
-  if (v) v->dtype = (ingot_dtype)dt;
-  return v;
+  return tensor_view_as_dtype(w->t, (ingot_dtype)dt); /* uint8 [E, row bytes] as [E, dim] */
 }
 
 /* Inside the caller's scope: every temporary, route's outputs included, goes there. */

@@ -30,11 +30,9 @@ static bool rand_linear(int64_t rows, int64_t cols, ingot_dtype dt, ingot_device
                         dev_weight *out) {
   ingot_tensor *t = rand_weight(2, (int64_t[]){rows, cols}, dt, dev);
   if (!t) return false;
-  int64_t rb = cols * (int64_t)ingot_dtype_size(dt);
-  out->t = tensor_view(t, 2, (int64_t[]){rows, rb}, (int64_t[]){rb, 1}, 0);
+  out->t = tensor_view_as_dtype(t, INGOT_U8);
   ingot_release(t);
   if (!out->t) return false;
-  out->t->dtype = INGOT_U8;
   out->type = dt == INGOT_F32 ? INGOT_GGML_F32 : dt == INGOT_F16 ? INGOT_GGML_F16 : INGOT_GGML_BF16;
   out->cols = cols;
   return true;
