@@ -313,6 +313,9 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
     int v = sub + i / V * lr;
     qv[i] = v < nv ? qi[v * V + i % V] : 0.f;
   }
+  // The first batch of V rows loads while the scores and the barrier run.
+  float xv[kBatch][kLaneVals];
+  load_rows<C, V>(vc + first, rs, grp, ngrp, n, sub, lr, nv, xv);
   // 1. Scores. jb is uniform over the block, so whole warps run the shuffles.
   for (int jb = 0; jb < n; jb += kBatch * ngrp) {
     float x[kBatch][kLaneVals];
@@ -346,14 +349,13 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
   }
   float a[kLaneVals] = {};
   for (int jb = 0; jb < n; jb += kBatch * ngrp) {
-    float x[kBatch][kLaneVals];
-    load_rows<C, V>(vc + first, rs, jb + grp, ngrp, n, sub, lr, nv, x);
+    if (jb > 0) load_rows<C, V>(vc + first, rs, jb + grp, ngrp, n, sub, lr, nv, xv);
 #pragma unroll
     for (int u = 0; u < kBatch; u++) {
       int j = jb + u * ngrp + grp;
       float p = j < n ? expf(sc[j] - M) : 0.f;  // rows past n: zeros, never NaN
 #pragma unroll
-      for (int i = 0; i < kLaneVals; i++) a[i] = fmaf(p, x[u][i], a[i]);
+      for (int i = 0; i < kLaneVals; i++) a[i] = fmaf(p, xv[u][i], a[i]);
     }
   }
 #pragma unroll
