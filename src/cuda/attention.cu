@@ -27,9 +27,9 @@ namespace cg = cooperative_groups;
 namespace {
 
 const int kTile = 128;        // cache rows scored per pass of a block (shared scores)
-const int kSingleRows = 512;  // caches up to this long: one block per head, no combine
+const int kSingleRows = 512;  // caches up to this long: a cluster per head, no combine
 const int kMaxChunks = 64;    // partials per (row, head)
-const int kThreads = 128;     // 4 warps; each thread keeps 2 of the D <= 256 outputs
+const int kThreads = 128;     // 4 warps (partial kernel: a thread keeps 2 of D <= 256 outputs)
 
 __device__ __forceinline__ int clamp_pos(int p, int ctx) {
   return p < 0 ? 0 : p >= ctx ? ctx - 1 : p;
