@@ -7,25 +7,29 @@
 // - rope: one thread per rotated pair; angle pos * inv_freq in double.
 // - kv_cache_write: one thread per element; rows with pos outside [0, ctx)
 //   are skipped (a check would need a host round trip).
-// - attention_cached (flash-decoding): a cache of at most kSingleRows rows is
-//   one chunk: block (head, row) runs an online softmax over 0..pos[t] and
-//   writes the output (one launch). A longer cache is cut into at most
-//   kMaxChunks chunks (multiples of kTile rows); block (chunk, head, row)
-//   writes a partial (max, sum, acc[D]) of its rows of 0..pos[t]; blocks
-//   whose chunk starts past pos[t] exit; a combine kernel per (head, row)
-//   merges the valid partials. Scores: 8 lanes a cache row (4 rows a warp
-//   at a time). pos is clamped into [0, ctx).
+// - attention_cached (flash-decoding): a cache of at most kSingleRows rows:
+//   a cluster of kCluster blocks per (head, row) splits rows 0..pos[t] and
+//   merges max, sums and outputs through distributed shared memory (one
+//   launch, no scratch). A longer cache is cut into at most kMaxChunks chunks
+//   (multiples of kTile rows); block (chunk, head, row) writes a partial
+//   (max, sum, acc[D]) of its rows of 0..pos[t]; blocks whose chunk starts
+//   past pos[t] exit; a combine kernel per (head, row) merges the valid
+//   partials. pos is clamped into [0, ctx).
 // - rope_kv_write: a warp per (row, head of q, k or v): norm, rope, write.
+#include <cooperative_groups.h>
+#include <cuda_fp16.h>
 #include <math.h>
 
 #include "cuda_common.cuh"
 
+namespace cg = cooperative_groups;
+
 namespace {
 
 const int kTile = 128;        // cache rows scored per pass of a block (shared scores)
-const int kSingleRows = 512;  // caches up to this long: one block per head, no combine
+const int kSingleRows = 512;  // caches up to this long: a cluster per head, no combine
 const int kMaxChunks = 64;    // partials per (row, head)
-const int kThreads = 128;     // 4 warps; each thread keeps 2 of the D <= 256 outputs
+const int kThreads = 128;     // 4 warps (partial kernel: a thread keeps 2 of D <= 256 outputs)
 
 __device__ __forceinline__ int clamp_pos(int p, int ctx) {
   return p < 0 ? 0 : p >= ctx ? ctx - 1 : p;
@@ -222,11 +226,197 @@ __device__ float block_reduce(float x, float *red) {
   return r;
 }
 
-// Partial of block (chunk c, head h, row t): m = max score, l = sum of
-// exp(score - m), acc[d] = sum of exp(score - m) v[d] over the chunk's rows
-// <= pos[t]. part index = (t * Hq + h) * nchunks + c. FINAL (one chunk):
-// out[t, h, :] = acc / l instead.
-template <class C, bool FINAL>
+// ---- caches of at most kSingleRows rows: a cluster per (head, row) ----
+// Block r of the cluster of (head h, row t) holds cache rows [r * chunk,
+// (r + 1) * chunk) of 0..pos[t] (none when it starts past pos[t]). Inside a
+// block, lane groups of lr lanes take one cache row each (a lane holds up to
+// kLaneVals of the D values, in vectors of V elements) and load kBatch rows
+// before they compute, so many loads are in flight. Three steps, split by
+// cluster barriers (distributed shared memory, no global scratch):
+// 1. scores of the block's rows; its max into stat[0];
+// 2. M = max over the cluster; p = exp(score - M); the block's sum of p into
+//    stat[1] and of p v into acc[D] (lane groups merged in shared memory);
+// 3. block r writes out[t, h, d] = sum of acc[d] / sum of stat[1] for its
+//    slice of d. As the CPU: weights relative to the global max, NaN scores
+//    and all -inf rows give NaN.
+const int kCluster = 8;                           // blocks a (head, row): the portable maximum
+const int kClusterRows = kSingleRows / kCluster;  // most cache rows a block holds
+const int kLaneVals = 8;  // values of a row a lane holds (D <= 32 lanes * 8)
+const int kBatch = 4;     // rows a lane group loads before it computes
+
+// V consecutive cache elements from p (V-element aligned when V is 4) as f32.
+template <int V>
+__device__ __forceinline__ void load_vec(const float *p, float *x) {
+  if (V == 4) {
+    float4 f = *reinterpret_cast<const float4 *>(p);
+    x[0] = f.x, x[1] = f.y, x[2] = f.z, x[3] = f.w;
+  } else {
+    x[0] = p[0];
+  }
+}
+template <int V>
+__device__ __forceinline__ void load_vec(const f16_t *p, float *x) {
+  if (V == 4) {
+    uint2 u = *reinterpret_cast<const uint2 *>(p);
+    float2 lo = __half22float2(*reinterpret_cast<const __half2 *>(&u.x));
+    float2 hi = __half22float2(*reinterpret_cast<const __half2 *>(&u.y));
+    x[0] = lo.x, x[1] = lo.y, x[2] = hi.x, x[3] = hi.y;
+  } else {
+    x[0] = to_acc(p[0]);
+  }
+}
+
+// Lane value i holds element (sub + i / V * lr) * V + i % V of a row; x[u]
+// gets row j0 + u * step of rows (stride rs), zeros past row n or past D.
+// Every load is issued before any value is used.
+template <class C, int V>
+__device__ __forceinline__ void load_rows(const C *rows, int64_t rs, int j0, int step, int n,
+                                          int sub, int lr, int nv, float (&x)[kBatch][kLaneVals]) {
+#pragma unroll
+  for (int u = 0; u < kBatch; u++) {
+    int j = j0 + u * step;
+#pragma unroll
+    for (int k = 0; k < kLaneVals / V; k++) {
+      int v = sub + k * lr;
+      if (j < n && v < nv) {
+        load_vec<V>(rows + j * rs + (int64_t)v * V, &x[u][k * V]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < V; e++) x[u][k * V + e] = 0.f;
+      }
+    }
+  }
+}
+
+template <class C, int V>
+__global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
+    attn_cluster_kernel(const float *__restrict__ q, const C *__restrict__ kc,
+                        const C *__restrict__ vc, const int32_t *__restrict__ pos,
+                        float *__restrict__ out, int Hq, int Hkv, int D, int ctx, int chunk, int lr,
+                        float scale) {
+  __shared__ float sc[kClusterRows];            // scores of the block's rows
+  __shared__ float part[kThreads * kLaneVals];  // sums of p v of each lane group [group][D]
+  __shared__ float acc[256];                    // the block's sum of p v (read by the cluster)
+  __shared__ float stat[2];                     // the block's max score, sum of p
+  cg::cluster_group cluster = cg::this_cluster();
+  const int r = (int)cluster.block_rank(), h = blockIdx.y, t = blockIdx.z;
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  const int npos = clamp_pos(pos[t], ctx) + 1;
+  const int start = min(r * chunk, npos), n = min(start + chunk, npos) - start;
+  const int nv = D / V, grp = threadIdx.x / lr, sub = threadIdx.x % lr, ngrp = kThreads / lr;
+  const int64_t rs = (int64_t)Hkv * D;  // elements from one cache row to the next
+  const int64_t first = (int64_t)start * rs + (int64_t)(h / (Hq / Hkv)) * D;
+  const float *qi = q + ((int64_t)t * Hq + h) * D;
+  float qv[kLaneVals];
+#pragma unroll
+  for (int i = 0; i < kLaneVals; i++) {
+    int v = sub + i / V * lr;
+    qv[i] = v < nv ? qi[v * V + i % V] : 0.f;
+  }
+  // The first batch of V rows loads while the scores and the barrier run.
+  float xv[kBatch][kLaneVals];
+  load_rows<C, V>(vc + first, rs, grp, ngrp, n, sub, lr, nv, xv);
+  // 1. Scores. jb is uniform over the block, so whole warps run the shuffles.
+  for (int jb = 0; jb < n; jb += kBatch * ngrp) {
+    float x[kBatch][kLaneVals];
+    load_rows<C, V>(kc + first, rs, jb + grp, ngrp, n, sub, lr, nv, x);
+#pragma unroll
+    for (int u = 0; u < kBatch; u++) {
+      float d = 0.f;
+#pragma unroll
+      for (int i = 0; i < kLaneVals; i++) d = fmaf(qv[i], x[u][i], d);
+      for (int o = lr / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+      int j = jb + u * ngrp + grp;
+      if (sub == 0 && j < n) sc[j] = d * scale;
+    }
+  }
+  __syncthreads();
+  if (w == 0) {
+    float m = -INFINITY;
+    for (int j = lane; j < n; j += 32) m = fmaxf(m, sc[j]);
+    m = warp_max(m);
+    if (lane == 0) stat[0] = m;
+  }
+  cluster.sync();  // every block's max visible
+  // 2. Weights relative to the cluster's max (fmaxf skips NaN scores, as the CPU).
+  float M = lane < kCluster ? *cluster.map_shared_rank(&stat[0], lane) : -INFINITY;
+  M = warp_max(M);
+  if (w == 0) {
+    float l = 0.f;
+    for (int j = lane; j < n; j += 32) l += expf(sc[j] - M);
+    l = warp_sum(l);
+    if (lane == 0) stat[1] = l;
+  }
+  float a[kLaneVals] = {};
+  for (int jb = 0; jb < n; jb += kBatch * ngrp) {
+    if (jb > 0) load_rows<C, V>(vc + first, rs, jb + grp, ngrp, n, sub, lr, nv, xv);
+#pragma unroll
+    for (int u = 0; u < kBatch; u++) {
+      int j = jb + u * ngrp + grp;
+      float p = j < n ? expf(sc[j] - M) : 0.f;  // rows past n: zeros, never NaN
+#pragma unroll
+      for (int i = 0; i < kLaneVals; i++) a[i] = fmaf(p, xv[u][i], a[i]);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kLaneVals; i++) {
+    int v = sub + i / V * lr;
+    if (v < nv) part[grp * D + v * V + i % V] = a[i];
+  }
+  __syncthreads();
+  for (int d = threadIdx.x; d < D; d += kThreads) {
+    float s = 0.f;
+    for (int g = 0; g < ngrp; g++) s += part[g * D + d];
+    acc[d] = s;
+  }
+  cluster.sync();  // every block's acc and stat[1] visible
+  // 3. Block r's slice of the output.
+  const int per = (D + kCluster - 1) / kCluster;
+  for (int i = threadIdx.x; i < per; i += kThreads) {
+    int d = r * per + i;
+    if (d >= D) break;
+    float L = 0.f, A = 0.f;
+#pragma unroll
+    for (int b = 0; b < kCluster; b++) {
+      L += *cluster.map_shared_rank(&stat[1], b);
+      A += *cluster.map_shared_rank(&acc[d], b);
+    }
+    out[((int64_t)t * Hq + h) * D + d] = A / L;
+  }
+  cluster.sync();  // no block leaves while another still reads its shared memory
+}
+
+// Lanes a cache row in attn_cluster_kernel: the fewest (8, 16 or 32) that
+// keep a lane's share of the row within kLaneVals values.
+int cluster_lanes(int D, int V) {
+  int nv = D / V, lr = 8;
+  while (lr < 32 && (nv + lr - 1) / lr > kLaneVals / V) lr *= 2;
+  return lr;
+}
+
+template <class C>
+void launch_cluster(const float *q, const void *kc, const void *vc, const int32_t *pos, float *out,
+                    int T, int Hq, int Hkv, int D, int ctx, float scale, cudaStream_t s) {
+  const C *k = (const C *)kc, *v = (const C *)vc;
+  // Vectors of 4 need 4-element aligned rows: D % 4 == 0 and aligned bases.
+  uintptr_t al = 4 * sizeof(C);
+  bool vec = D % 4 == 0 && (uintptr_t)kc % al == 0 && (uintptr_t)vc % al == 0;
+  int chunk = (ctx + kCluster - 1) / kCluster;
+  dim3 grid((unsigned)kCluster, (unsigned)Hq, (unsigned)T);
+  if (vec)
+    attn_cluster_kernel<C, 4><<<grid, kThreads, 0, s>>>(q, k, v, pos, out, Hq, Hkv, D, ctx, chunk,
+                                                        cluster_lanes(D, 4), scale);
+  else
+    attn_cluster_kernel<C, 1><<<grid, kThreads, 0, s>>>(q, k, v, pos, out, Hq, Hkv, D, ctx, chunk,
+                                                        cluster_lanes(D, 1), scale);
+}
+
+// ---- longer caches: chunks and a combine ----
+// Partial of block (chunk c, head h, row t) of a cache longer than
+// kSingleRows: m = max score, l = sum of exp(score - m), acc[d] = sum of
+// exp(score - m) v[d] over the chunk's rows <= pos[t]. part index = (t * Hq +
+// h) * nchunks + c.
+template <class C>
 __global__ void __launch_bounds__(kThreads)
     attn_partial_kernel(const float *__restrict__ q, const C *__restrict__ kc,
                         const C *__restrict__ vc, const int32_t *__restrict__ pos,
@@ -284,12 +474,6 @@ __global__ void __launch_bounds__(kThreads)
     m = mn;
     __syncthreads();  // before the next tile overwrites sc
   }
-  if (FINAL) {
-    float *o = part_acc + ((int64_t)t * Hq + h) * D;  // the output itself
-    if (d0 < D) o[d0] = acc0 / l;
-    if (d1 < D) o[d1] = acc1 / l;
-    return;
-  }
   int64_t pi = ((int64_t)t * Hq + h) * nch + c;
   if (threadIdx.x == 0) {
     part_ml[2 * pi] = m;
@@ -330,36 +514,34 @@ ingot_status k_attention_cached(ingot_op_args *a) {
   if (qs[0] > 65535 || qs[1] > 65535)
     return ingot_set_error(INGOT_ERR_UNSUPPORTED,
                            "attention_cached: more than 65535 rows or heads on cuda");
-  int tiles = (ctx + kTile - 1) / kTile;
-  int chunk = ctx <= kSingleRows ? ctx : kTile * ((tiles + kMaxChunks - 1) / kMaxChunks);
-  int nch = (ctx + chunk - 1) / chunk;
-  int dev = ingot_device_of(out).index;
   cudaStream_t s = stream_of(out);
   const float *q = (const float *)ingot_tensor_data(a->in[0]);
   const int32_t *pos = (const int32_t *)ingot_tensor_data(a->in[3]);
   const void *kc = ingot_tensor_data(a->in[1]), *vc = ingot_tensor_data(a->in[2]);
   bool half = ingot_dtype_of(a->in[1]) == INGOT_F16;
   float scale = (float)a->farg[0];
-  dim3 grid((unsigned)nch, (unsigned)Hq, (unsigned)T);
-  if (nch == 1) {  // one block per (head, row) covers the cache: no partials
+  if (ctx <= kSingleRows) {  // a cluster per (head, row): one launch, no partials
     float *o = (float *)ingot_tensor_data(out);
     if (half)
-      attn_partial_kernel<f16_t, true><<<grid, kThreads, 0, s>>>(
-          q, (const f16_t *)kc, (const f16_t *)vc, pos, nullptr, o, Hq, Hkv, D, ctx, chunk, scale);
+      launch_cluster<f16_t>(q, kc, vc, pos, o, T, Hq, Hkv, D, ctx, scale, s);
     else
-      attn_partial_kernel<float, true><<<grid, kThreads, 0, s>>>(
-          q, (const float *)kc, (const float *)vc, pos, nullptr, o, Hq, Hkv, D, ctx, chunk, scale);
+      launch_cluster<float>(q, kc, vc, pos, o, T, Hq, Hkv, D, ctx, scale, s);
     return launch_status("attention_cached kernel");
   }
+  int tiles = (ctx + kTile - 1) / kTile;
+  int chunk = kTile * ((tiles + kMaxChunks - 1) / kMaxChunks);
+  int nch = (ctx + chunk - 1) / chunk;
+  int dev = ingot_device_of(out).index;
+  dim3 grid((unsigned)nch, (unsigned)Hq, (unsigned)T);
   size_t nparts = (size_t)T * (size_t)Hq * (size_t)nch;
   float *scratch = (float *)cuda_scratch_alloc(dev, nparts * (size_t)(D + 2) * sizeof(float), s);
   if (!scratch) return ingot_last_status();
   float *ml = scratch, *acc = scratch + 2 * nparts;
   if (half)
-    attn_partial_kernel<f16_t, false><<<grid, kThreads, 0, s>>>(
+    attn_partial_kernel<f16_t><<<grid, kThreads, 0, s>>>(
         q, (const f16_t *)kc, (const f16_t *)vc, pos, ml, acc, Hq, Hkv, D, ctx, chunk, scale);
   else
-    attn_partial_kernel<float, false><<<grid, kThreads, 0, s>>>(
+    attn_partial_kernel<float><<<grid, kThreads, 0, s>>>(
         q, (const float *)kc, (const float *)vc, pos, ml, acc, Hq, Hkv, D, ctx, chunk, scale);
   st = launch_status("attention_cached partial kernel");
   if (!st) {

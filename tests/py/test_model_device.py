@@ -128,7 +128,8 @@ def test_kv_cache_write_errors_write_nothing():
 # ---- attention_cached ----
 @pytest.mark.parametrize("dt", [np.float32, np.float16])
 @pytest.mark.parametrize("T,hq,hkv,dh,ctx", [(1, 1, 1, 1, 1), (3, 6, 2, 16, 50),
-                                             (5, 9, 3, 64, 300), (2, 4, 4, 128, 33)])
+                                             (5, 9, 3, 64, 300), (2, 4, 4, 128, 33),
+                                             (1, 32, 4, 128, 192), (2, 8, 1, 256, 65)])
 def test_attention_cached_matches_numpy(dt, T, hq, hkv, dh, ctx):
     q = rand(T, hq, dh)
     kc, vc = rand(ctx, hkv, dh).astype(dt), rand(ctx, hkv, dh).astype(dt)
@@ -285,7 +286,11 @@ def test_cuda_kv_cache_write_skips_bad_rows():
 @pytest.mark.parametrize("T,hq,hkv,dh,ctx", [(1, 9, 3, 64, 2048), (1, 32, 8, 128, 40000),
                                              (64, 9, 3, 64, 2048), (5, 6, 2, 17, 301),
                                              (3, 4, 4, 256, 257), (1, 1, 1, 1, 1),
-                                             (1, 9, 3, 64, 512), (2, 16, 2, 128, 513)])
+                                             (1, 9, 3, 64, 512), (2, 16, 2, 128, 513),
+                                             # <= 512 rows: the cluster path, g = 8, 1, 4
+                                             (1, 32, 4, 128, 192), (1, 8, 8, 64, 9),
+                                             (4, 16, 4, 256, 511), (3, 8, 1, 64, 65),
+                                             (2, 4, 2, 128, 8), (6, 12, 3, 6, 100)])
 def test_cuda_attention_cached(dt, T, hq, hkv, dh, ctx):
     from cuda_diff import diff
     q = rand(T, hq, dh)
@@ -303,7 +308,7 @@ def test_cuda_attention_cached(dt, T, hq, hkv, dh, ctx):
 
 
 @needs_cuda
-@pytest.mark.parametrize("ctx", [1500, 512])  # chunks + combine; one launch (<= 512 rows)
+@pytest.mark.parametrize("ctx", [1500, 512, 192])  # chunks + combine; a cluster (<= 512 rows)
 def test_cuda_attention_cached_positions_on_device(ctx):
     """The same launch at growing positions (what a replayed graph does):
     rewriting pos in place changes the result as the CPU says."""
@@ -311,12 +316,99 @@ def test_cuda_attention_cached_positions_on_device(ctx):
     q, kc, vc = rand(1, 9, dh), rand(ctx, 3, dh), rand(ctx, 3, dh)
     pos_d = to_device(tensor(np.zeros(1, np.int32)))
     qd, kd, vd = to_device(tensor(q)), to_device(tensor(kc)), to_device(tensor(vc))
-    for p in [x for x in [0, 255, 256, 257, 511, 1023, 1499] if x < ctx]:
+    for p in [x for x in [0, 23, 24, 25, 63, 64, 130, 191, 255, 256, 257, 511, 1023, 1499]
+              if x < ctx]:
         call("ingot_copy_", pos_d, to_device(tensor(np.array([p], np.int32))))
         got = to_numpy(call("ingot_attention_cached", qd, kd, vd, pos_d, 0.125))
         want = to_numpy(call("ingot_attention_cached", tensor(q), tensor(kc), tensor(vc),
                              tensor(np.array([p], np.int32)), 0.125))
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=str(p))
+
+
+def chunk_edges(ctx, parts=8):
+    """Positions at the edges of the cluster's row chunks (ceil(ctx / 8) rows
+    a block) and of the cache: where an off-by-one would show."""
+    chunk = -(-ctx // parts)
+    ps = {0, 1, ctx - 2, ctx - 1}
+    for c in range(chunk, ctx, chunk):
+        ps |= {c - 1, c, c + 1}
+    return np.array(sorted(p for p in ps if 0 <= p < ctx), np.int32)
+
+
+@needs_cuda
+@pytest.mark.parametrize("dt", [np.float32, np.float16])
+@pytest.mark.parametrize("dh", [64, 128, 256, 6, 1])
+@pytest.mark.parametrize("ctx", [1, 2, 7, 8, 9, 63, 64, 65, 191, 192, 193, 511, 512])
+def test_cuda_attention_cached_chunk_edges(dt, dh, ctx):
+    """Every chunk-edge position of a cache of ctx rows, one row each (T > 1)."""
+    from cuda_diff import diff
+    pos = chunk_edges(ctx)
+    q = rand(len(pos), 8, dh)
+    kc, vc = rand(ctx, 2, dh).astype(dt), rand(ctx, 2, dh).astype(dt)
+    diff("ingot_attention_cached", tensor(q), tensor(kc), tensor(vc), tensor(pos),
+         1 / np.sqrt(dh), tol=(1e-4, 1e-5))
+
+
+@needs_cuda
+@pytest.mark.parametrize("dt", [np.float32, np.float16])
+@pytest.mark.parametrize("dh", [128, 6])
+@pytest.mark.parametrize("ctx", [192, 512, 1500])
+def test_cuda_attention_cached_ignores_rows_past_pos(dt, dh, ctx):
+    """Rows past pos[t] are never read: NaN and inf there change nothing."""
+    from cuda_diff import diff
+    pos = np.array([ctx // 3, 0, ctx // 2 + 1], np.int32)
+    q = rand(3, 8, dh)
+    kc, vc = rand(ctx, 4, dh).astype(dt), rand(ctx, 4, dh).astype(dt)
+    kc[pos.max() + 1:] = np.nan
+    vc[pos.max() + 1:] = np.inf
+    want = diff("ingot_attention_cached", tensor(q), tensor(kc), tensor(vc), tensor(pos),
+                1 / np.sqrt(dh), tol=(1e-4, 1e-5))
+    assert np.isfinite(to_numpy(want)).all()
+
+
+@needs_cuda
+@pytest.mark.parametrize("dt", [np.float32, np.float16])
+def test_cuda_attention_cached_special_values(dt):
+    """NaN and inf propagate as on the CPU (cluster path): a NaN query gives
+    a NaN head; an inf key element a +inf score (NaN head) or a -inf one
+    (weight 0); all scores -inf a NaN head; an inf value an inf output."""
+    from cuda_diff import diff
+    ctx, dh = 192, 128
+    q = rand(2, 8, dh)
+    kc, vc = rand(ctx, 2, dh).astype(dt), rand(ctx, 2, dh).astype(dt)
+    q[0, 0, 5] = np.nan
+    kc[3, 0, 7] = np.inf  # kv head 0 (q heads 0..3), row 3
+    q[:, :4, 7] = -1.0  # score -inf: row 3 weighs nothing
+    q[1, 1, 7] = 1.0  # score +inf: NaN
+    kc[:, 1, 0] = -np.inf
+    q[1, 4:, 0] = 1.0  # row 1, heads 4..7: every score -inf
+    vc[150, 0, 9] = np.inf  # read by row 0 (pos 191), not row 1 (pos 100)
+    pos = np.array([ctx - 1, 100], np.int32)
+    out = diff("ingot_attention_cached", tensor(q), tensor(kc), tensor(vc), tensor(pos), 0.125,
+               tol=(1e-4, 1e-5))
+    assert np.isnan(to_numpy(out)).any() and np.isfinite(to_numpy(out)).any()
+
+
+@needs_cuda
+@pytest.mark.parametrize("dt", [np.float32, np.float16])
+@pytest.mark.parametrize("ctx", [192, 1500])
+def test_cuda_attention_cached_unaligned_cache(dt, ctx):
+    """Caches whose data start one element past an aligned address (views):
+    no vector loads there, the same result."""
+    hkv, dh = 2, 128
+    q = rand(1, 8, dh)
+    kc, vc = rand(ctx, hkv, dh).astype(dt), rand(ctx, hkv, dh).astype(dt)
+    pos = np.array([ctx - 1], np.int32)
+    want = to_numpy(call("ingot_attention_cached", tensor(q), tensor(kc), tensor(vc),
+                         tensor(pos), 0.125))
+
+    def shifted(c):
+        flat = call("ingot_to", tensor(np.concatenate([c.ravel()[:1], c.ravel()])), CUDA)
+        return call("ingot_as_strided", flat, 3, list(c.shape), [hkv * dh, dh, 1], 1)
+
+    got = to_numpy(call("ingot_attention_cached", to_device(tensor(q)), shifted(kc), shifted(vc),
+                        to_device(tensor(pos)), 0.125))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
 @needs_cuda
