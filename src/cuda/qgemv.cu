@@ -10,6 +10,9 @@
 //   (qgemv_kernels.cuh: x staged and normalised per block, row spans read
 //   with int4 loads into a per-warp shared buffer, double-buffered), the
 //   norm and the residual in the same launch.
+// - F32/BF16/F16 weights, M <= 8: the dense GEMV of gemv.cu (cuda_gemv_f32x:
+//   x staged as float, the norm fused into the staging, res in its epilogue)
+//   when its kernels apply; else the paths below.
 // - Other M <= 8 products: qgemv_kernel reads the blocks directly. A group of L
 //   lanes (L = 32, or the next power of two >= the row's 32-element units
 //   when a row is short, so that a warp then owns several groups) owns two
@@ -198,16 +201,22 @@ ingot_status k_qmatmul(ingot_op_args *a) {
                   : type == INGOT_GGML_BF16 ? INGOT_BF16
                   : type == INGOT_GGML_F16  ? INGOT_F16
                                             : -1;
-  if (m <= 8 && fdt >= 0 && ingot_is_contiguous(x)) {
+  const int64_t es = fdt >= 0 ? (int64_t)ingot_dtype_size((ingot_dtype)fdt) : 1;
+  if (m <= 8 && fdt >= 0 && ingot_is_contiguous(x) && rs % es == 0 &&
+      (uintptr_t)wp % (uintptr_t)es == 0) {  // else: byte loads below
     // Float weights (HF checkpoints): the dense GEMV kernel streams them at
-    // memory speed; a norm goes first as its own launch.
+    // memory speed, the norm fused into its staging of x (one launch) when its
+    // fast path applies, else normalised first by its own launch.
+    const float *xp = (const float *)ingot_tensor_data(x);
+    const float eps = (float)a->farg[0];
+    bool done = false;
+    if (np) st = cuda_gemv_f32x(wp, (ingot_dtype)fdt, rs / es, xp, m, k, n, rp, np, eps, y, &done);
+    if (done || st) return st;
     ingot_tensor *xn = norm ? ingot_rms_norm(x, norm, a->farg[0]) : nullptr;
     if (norm && !xn) return ingot_last_status();
-    const int64_t es = (int64_t)ingot_dtype_size((ingot_dtype)fdt);
-    bool done = false;
-    if (rs % es == 0 && (uintptr_t)wp % (uintptr_t)es == 0) /* else: byte loads below */
-      st = cuda_gemv_f32x(wp, (ingot_dtype)fdt, rs / es,
-                          (const float *)ingot_tensor_data(xn ? xn : x), m, k, n, rp, y, &done);
+    st = cuda_gemv_f32x(wp, (ingot_dtype)fdt, rs / es,
+                        xn ? (const float *)ingot_tensor_data(xn) : xp, m, k, n, rp, nullptr, 0.f,
+                        y, &done);
     ingot_release(xn);
     if (done || st) return st;
   }
