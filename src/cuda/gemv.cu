@@ -30,6 +30,14 @@
 // C = 2, U = 8 when a row is at most 256 chunks (k <= 2048 for 16-bit types), else
 // C = 1, U = 16 (finer column tiles balance the warps better on long rows). Small m
 // with rows over 1024 chunks stays on the general kernel (its block-splits-k mode).
+// f32 X against float weights (gemvx_kernel: QMATMUL's F32/BF16/F16 ggml weights
+// through cuda_gemv_f32x, f32 MATMUL of 2-8 rows): gemv1's warp tiles and step
+// pipeline for R in {1, 2, 4, 8} rows of X staged as float in the interleaved layout
+// above (k % VEC == 0, W rows 16-byte aligned; X rows float4-loaded when aligned,
+// else scalar); C columns a tile (R = 1: as gemv1; R = 2: 2; R = 4, 8: 4, so that
+// each staged float4 serves C columns); an optional RMS norm is applied to the
+// staged rows by every block (sum of squares per row by a warp, then (x * inv) *
+// norm as the RMS_NORM kernel rounds it), so a norm + product is one launch.
 // Occupancy queries are cached per kernel (host cost per call: cuda_use_device + one
 // launch + cudaGetLastError).
 // No host sync; launches on the output's current stream (graph-capturable).
@@ -422,7 +430,7 @@ __device__ __forceinline__ void stage_xf(const GemvParams &p, float *xs, float *
 // staged rows (one float4 of X per row and piece). Host guarantees: k = nch * VEC,
 // W rows 16-byte aligned, C * R <= 32 (one lane stores each sum).
 template <class WT, int R, int C>
-__global__ void __launch_bounds__(kThreads, R <= 2 ? 2 : 1) gemvx_kernel(GemvParams p) {
+__global__ void __launch_bounds__(kThreads, C *R <= 8 ? 2 : 1) gemvx_kernel(GemvParams p) {
   constexpr int VEC = Wfmt<WT>::VEC, U = 16 / C;
   static_assert(C * R <= 32, "one lane per output of a tile");
   extern __shared__ float4 smem4[];
@@ -624,7 +632,7 @@ ingot_status launch_x(GemvParams &p, int dev, cudaStream_t s, bool *used) {
     return p.nch <= 256 ? launch_xc<WT, 1, 2>(p, dev, s, used)
                         : launch_xc<WT, 1, 1>(p, dev, s, used);
   if (p.rows <= 2) return launch_xc<WT, 2, 2>(p, dev, s, used);
-  if (p.rows <= 4) return launch_xc<WT, 4, 4>(p, dev, s, used);
+  if (p.rows <= 4) return launch_xc<WT, 4, 2>(p, dev, s, used);
   return launch_xc<WT, 8, 4>(p, dev, s, used);
 }
 
