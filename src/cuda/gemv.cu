@@ -34,7 +34,7 @@
 // through cuda_gemv_f32x, f32 MATMUL of 2-8 rows): gemv1's warp tiles and step
 // pipeline for R in {1, 2, 4, 8} rows of X staged as float in the interleaved layout
 // above (k % VEC == 0, W rows 16-byte aligned; X rows float4-loaded when aligned,
-// else scalar); C columns a tile (R = 1: as gemv1; R = 2: 2; R = 4, 8: 4, so that
+// else scalar); C columns a tile (R = 1: as gemv1; R = 2, 4: 2; R = 8: 4, so that
 // each staged float4 serves C columns); an optional RMS norm is applied to the
 // staged rows by every block (sum of squares per row by a warp, then (x * inv) *
 // norm as the RMS_NORM kernel rounds it), so a norm + product is one launch.
@@ -623,9 +623,11 @@ ingot_status launch_xc(GemvParams &p, int dev, cudaStream_t s, bool *used) {
                          "gemvx kernel", used);
 }
 
-// Columns per warp tile by rows: each staged X float4 is reused by C columns, so
-// that shared-memory reads stay under the weight stream (R / C <= 2); C = 1 on long
-// single rows balances the warps better (as gemv1).
+// Columns per warp tile by rows: each staged X float4 is reused by C columns, so that
+// shared-memory reads stay within about 4x the weight bytes (R / C <= 2) while the
+// tiles stay many (R = 1, 2, 4: two blocks an SM at <= 128 registers; R = 8: C = 4,
+// one block an SM at 163-168 registers); C = 1 on long single rows balances the warps
+// better (as gemv1).
 template <class WT>
 ingot_status launch_x(GemvParams &p, int dev, cudaStream_t s, bool *used) {
   if (p.rows <= 1)
