@@ -472,13 +472,15 @@ def test_graph_capture_replay():
         lib.ingot_graph_destroy(g)
 
 
-def test_graph_capture_fused():
-    """qmatmul_fused captured in a graph: the one-launch path (M=1, padded
-    rows), the composed one (M=8, K=1536: x exceeds shared memory) and the
+@pytest.mark.parametrize("name", ["Q4_1", "BF16"])
+def test_graph_capture_fused(name):
+    """qmatmul_fused captured in a graph: Q4_1: the one-launch path (M=1, padded
+    rows), the composed one (M=8, K=1536: x exceeds shared memory); BF16: the
+    dense GEMV with the norm fused (gemvx_kernel, M=1 and M=8); both: the
     prefill one (M=12); replays on new inputs match the CPU."""
-    rng = np.random.default_rng(61)
+    rng = np.random.default_rng(seed(61, name))
     k, n = 1536, 96
-    tid, wq = weights_fast("Q4_1", n, k, rng)
+    tid, wq = weights_fast(name, n, k, rng)
     w64 = to_numpy(call("ingot_qget_rows", tensor(wq), tid, k,
                         tensor(np.arange(n, dtype=np.int64)))).astype(np.float64)
     wd = dev(pad_rows(wq, pad16(wq.shape[1]), rng))
