@@ -30,6 +30,14 @@
 // C = 2, U = 8 when a row is at most 256 chunks (k <= 2048 for 16-bit types), else
 // C = 1, U = 16 (finer column tiles balance the warps better on long rows). Small m
 // with rows over 1024 chunks stays on the general kernel (its block-splits-k mode).
+// f32 X against float weights (gemvx_kernel: QMATMUL's F32/BF16/F16 ggml weights
+// through cuda_gemv_f32x, f32 MATMUL of 2-8 rows): gemv1's warp tiles and step
+// pipeline for R in {1, 2, 4, 8} rows of X staged as float in the interleaved layout
+// above (k % VEC == 0, W rows 16-byte aligned; X rows float4-loaded when aligned,
+// else scalar); C columns a tile (R = 1: as gemv1; R = 2, 4: 2; R = 8: 4, so that
+// each staged float4 serves C columns); an optional RMS norm is applied to the
+// staged rows by every block (sum of squares per row by a warp, then (x * inv) *
+// norm as the RMS_NORM kernel rounds it), so a norm + product is one launch.
 // Occupancy queries are cached per kernel (host cost per call: cuda_use_device + one
 // launch + cudaGetLastError).
 // No host sync; launches on the output's current stream (graph-capturable).
@@ -52,14 +60,14 @@ constexpr int kMaxRows = 8;
 struct GemvParams {
   const void *w;  // W row j starts at w + j * ldw elements
   int64_t ldw;
-  const void *x;  // X row r = (b, i): x + b * xsb + i * xsn, elements along k at xsk
+  const void *x;              // X row r = (b, i): x + b * xsb + i * xsn, elements along k at xsk
   int64_t xsb, xsn, xsk, xn;  // xn = rows per batch (r = b * xn + i)
   int x_dt;
   void *out;  // out row r at out + r * m (contiguous)
   int out_dt;
   int rows;  // n <= R
   int64_t k, m;
-  int64_t nch;  // ceil(k / VEC): float4 pieces of the interleaved X layout
+  int64_t nch;      // ceil(k / VEC): float4 pieces of the interleaved X layout
   const float *sa;  // scale_a: NULL, or sa[r * sa_s] (sa_s = 0: tensorwise)
   int64_t sa_s;
   const float *sb;  // scale_b: NULL, or sb[j * sb_s]
@@ -67,18 +75,27 @@ struct GemvParams {
   const void *bias;  // NULL, or bias[r * bias_sr + j * bias_sj] of dtype bias_dt
   int bias_dt;
   int64_t bias_sr, bias_sj;
-  int split;  // threads per column group: 32 or kThreads
-  bool vec;   // every row of W is 16-byte aligned
+  int split;          // threads per column group: 32 or kThreads
+  bool vec;           // every row of W is 16-byte aligned
+  bool xvec;          // gemvx_kernel: every f32 X row start is 16-byte aligned (float4 loads)
+  const float *norm;  // gemvx_kernel: NULL, or RMS norm weight [k] applied to X first
+  float eps;
 };
 
 __device__ __forceinline__ float load_f(const void *p, int dt, int64_t i) {
   switch (dt) {
-    case INGOT_F32: return static_cast<const float *>(p)[i];
-    case INGOT_BF16: return to_acc(static_cast<const bf16_t *>(p)[i]);
-    case INGOT_F16: return to_acc(static_cast<const f16_t *>(p)[i]);
-    case INGOT_F8E4M3FN: return to_acc(static_cast<const f8e4m3_t *>(p)[i]);
-    case INGOT_F8E5M2: return to_acc(static_cast<const f8e5m2_t *>(p)[i]);
-    default: return 0.f;
+    case INGOT_F32:
+      return static_cast<const float *>(p)[i];
+    case INGOT_BF16:
+      return to_acc(static_cast<const bf16_t *>(p)[i]);
+    case INGOT_F16:
+      return to_acc(static_cast<const f16_t *>(p)[i]);
+    case INGOT_F8E4M3FN:
+      return to_acc(static_cast<const f8e4m3_t *>(p)[i]);
+    case INGOT_F8E5M2:
+      return to_acc(static_cast<const f8e5m2_t *>(p)[i]);
+    default:
+      return 0.f;
   }
 }
 
@@ -88,22 +105,31 @@ __device__ __forceinline__ void store_out(const GemvParams &p, int r, int64_t j,
   if (p.bias) v += load_f(p.bias, p.bias_dt, r * p.bias_sr + j * p.bias_sj);
   int64_t o = r * p.m + j;
   switch (p.out_dt) {
-    case INGOT_F32: static_cast<float *>(p.out)[o] = v; break;
-    case INGOT_BF16: static_cast<bf16_t *>(p.out)[o] = from_acc<bf16_t>(v); break;
-    case INGOT_F16: static_cast<f16_t *>(p.out)[o] = from_acc<f16_t>(v); break;
-    default: break;
+    case INGOT_F32:
+      static_cast<float *>(p.out)[o] = v;
+      break;
+    case INGOT_BF16:
+      static_cast<bf16_t *>(p.out)[o] = from_acc<bf16_t>(v);
+      break;
+    case INGOT_F16:
+      static_cast<f16_t *>(p.out)[o] = from_acc<f16_t>(v);
+      break;
+    default:
+      break;
   }
 }
 
 // Index in the staged X row of element kk: piece q of chunk c at (q*nch + c)*4.
-template <int VEC> __device__ __forceinline__ int64_t xidx(int64_t kk, int64_t nch) {
+template <int VEC>
+__device__ __forceinline__ int64_t xidx(int64_t kk, int64_t nch) {
   int64_t c = kk / VEC;
   int rem = (int)(kk % VEC);
   return ((rem >> 2) * nch + c) * 4 + (rem & 3);
 }
 
-template <class WT, int R> struct Tune {
-  static constexpr int C = 2;             // columns per tile
+template <class WT, int R>
+struct Tune {
+  static constexpr int C = 2;               // columns per tile
   static constexpr int U = R <= 4 ? 4 : 2;  // chunks per column in flight
 };
 
@@ -257,8 +283,8 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
 // Loads of one step: chunks cl, cl + 32, ..., cl + 32 * (U - 1) of columns j0 .. j0 + C - 1
 // (cl = step start + lane); chunks past the row and columns past m read as zeros.
 template <int U, int C>
-__device__ __forceinline__ void load_step(uint4 (&wv)[U][C], const uint4 *w, int64_t ldc,
-                                          int64_t m, int64_t nch, int64_t j0, int64_t cl) {
+__device__ __forceinline__ void load_step(uint4 (&wv)[U][C], const uint4 *w, int64_t ldc, int64_t m,
+                                          int64_t nch, int64_t j0, int64_t cl) {
 #pragma unroll
   for (int cc = 0; cc < C; cc++) {
     const bool ok = j0 + cc < m;
@@ -273,10 +299,10 @@ __device__ __forceinline__ void load_step(uint4 (&wv)[U][C], const uint4 *w, int
 
 template <class WT, int C>
 __global__ void __launch_bounds__(kThreads, 2) gemv1_kernel(GemvParams p) {
-  constexpr int U = 16 / C;  // 16 loads of 16 bytes in flight per lane
+  constexpr int U = 16 / C;        // 16 loads of 16 bytes in flight per lane
   extern __shared__ uint4 xraw[];  // X row, raw: chunk c = elements [c*VEC, c*VEC + VEC)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t nch = p.nch, m = p.m;  // nch = k / VEC exactly (checked by the host)
+  const int64_t nch = p.nch, m = p.m;         // nch = k / VEC exactly (checked by the host)
   const int64_t ldc = p.ldw / Wfmt<WT>::VEC;  // row stride in chunks (rows 16-byte aligned)
   const int64_t tiles = (m + C - 1) / C, nwarps = (int64_t)gridDim.x * kWarps;
   const uint4 *w = static_cast<const uint4 *>(p.w);
@@ -333,6 +359,145 @@ __global__ void __launch_bounds__(kThreads, 2) gemv1_kernel(GemvParams p) {
   }
 }
 
+// ---- f32 X against float weights (gemvx_kernel; see the top of the file) ----
+
+// X rows (f32) into gemv_kernel's interleaved layout (piece q of chunk c at
+// (q * nch + c) * 4; k = nch * VEC exactly), rows >= p.rows as zeros; with p.norm
+// each row is then scaled as the RMS_NORM kernel does: (x * inv) * norm, rounded
+// per product, inv = 1 / sqrt(sum(x^2) / k + eps) summed in f32. Ends with a barrier.
+template <int VEC, int R>
+__device__ __forceinline__ void stage_xf(const GemvParams &p, float *xs, float *inv) {
+  constexpr int P = VEC / 4;                 // float4 pieces per weight chunk
+  const int nch = (int)p.nch, n4 = nch * P;  // float4 slots per row (= k / 4)
+  const float *x = static_cast<const float *>(p.x);
+  float4 *xs4 = reinterpret_cast<float4 *>(xs);
+  // 8 loads in flight per thread, as in gemv_kernel's staging.
+  for (int e0 = threadIdx.x; e0 < R * n4; e0 += kThreads * 8) {
+    float4 v[8];
+#pragma unroll
+    for (int u = 0; u < 8; u++) {
+      const int e = e0 + u * kThreads, r = e / n4, i = e - r * n4;
+      v[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (e < R * n4 && r < p.rows) {
+        const float *xr = x + (r / p.xn) * p.xsb + (r % p.xn) * p.xsn;
+        if (p.xvec) {
+          v[u] = __ldg(reinterpret_cast<const float4 *>(xr) + i);
+        } else {
+          v[u] = make_float4(__ldg(xr + 4 * i), __ldg(xr + 4 * i + 1), __ldg(xr + 4 * i + 2),
+                             __ldg(xr + 4 * i + 3));
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < 8; u++) {
+      const int e = e0 + u * kThreads, r = e / n4, i = e - r * n4;
+      // Slot i of the row holds elements 4i .. 4i + 3: chunk i / P, piece i % P.
+      if (e < R * n4) xs4[r * n4 + (i % P) * nch + i / P] = v[u];
+    }
+  }
+  __syncthreads();
+  if (!p.norm) return;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int r = warp; r < p.rows; r += kWarps) {
+    float ss = 0.f;
+    for (int i = lane; i < n4; i += 32) {
+      const float4 v = xs4[r * n4 + i];
+      ss = fmaf(v.x, v.x, ss);
+      ss = fmaf(v.y, v.y, ss);
+      ss = fmaf(v.z, v.z, ss);
+      ss = fmaf(v.w, v.w, ss);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (lane == 0) inv[r] = 1.0f / sqrtf(ss / (float)p.k + p.eps);
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < p.rows * n4; e += kThreads) {
+    const int r = e / n4, s = e - r * n4, q = s / nch, c = s - q * nch;
+    const float *nw = p.norm + c * VEC + q * 4;  // elements of slot s
+    float4 v = xs4[e];
+    v.x = __fmul_rn(__fmul_rn(v.x, inv[r]), __ldg(nw));
+    v.y = __fmul_rn(__fmul_rn(v.y, inv[r]), __ldg(nw + 1));
+    v.z = __fmul_rn(__fmul_rn(v.z, inv[r]), __ldg(nw + 2));
+    v.w = __fmul_rn(__fmul_rn(v.w, inv[r]), __ldg(nw + 3));
+    xs4[e] = v;
+  }
+  __syncthreads();
+}
+
+// gemv1_kernel's loop for R rows of f32 X: C columns a warp tile, 16 / C loads of
+// 16 bytes per column in flight per lane, each weight piece multiplied by all R
+// staged rows (one float4 of X per row and piece). Host guarantees: k = nch * VEC,
+// W rows 16-byte aligned, C * R <= 32 (one lane stores each sum).
+template <class WT, int R, int C>
+__global__ void __launch_bounds__(kThreads, C *R <= 8 ? 2 : 1) gemvx_kernel(GemvParams p) {
+  constexpr int VEC = Wfmt<WT>::VEC, U = 16 / C;
+  static_assert(C * R <= 32, "one lane per output of a tile");
+  extern __shared__ float4 smem4[];
+  float *xs = reinterpret_cast<float *>(smem4);
+  __shared__ float inv[R];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t nch = p.nch, m = p.m, xrow = nch * VEC;
+  const int64_t ldc = p.ldw / VEC;  // row stride in chunks
+  const int64_t tiles = (m + C - 1) / C, nwarps = (int64_t)gridDim.x * kWarps;
+  const uint4 *w = static_cast<const uint4 *>(p.w);
+
+  int64_t tile = (int64_t)blockIdx.x * kWarps + warp, s0 = 0;
+  uint4 wv[U][C];
+  if (tile < tiles) load_step<U, C>(wv, w, ldc, m, nch, tile * C, lane);  // hides the staging
+  stage_xf<VEC, R>(p, xs, inv);  // the only barriers: every thread reaches them once
+
+  float acc[C][R];
+#pragma unroll
+  for (int cc = 0; cc < C; cc++)
+#pragma unroll
+    for (int r = 0; r < R; r++) acc[cc][r] = 0.f;
+  while (tile < tiles) {
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int64_t c = s0 + lane + (int64_t)u * 32;
+      if (c < nch) {
+#pragma unroll
+        for (int q = 0; q < VEC / 4; q++) {
+          float4 xv[R];
+#pragma unroll
+          for (int r = 0; r < R; r++)
+            xv[r] = *reinterpret_cast<const float4 *>(xs + r * xrow + (q * nch + c) * 4);
+#pragma unroll
+          for (int cc = 0; cc < C; cc++) {
+            float f[4];
+            Wfmt<WT>::piece(wv[u][cc], q, f);
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+              acc[cc][r] = fmaf(f[0], xv[r].x, acc[cc][r]);
+              acc[cc][r] = fmaf(f[1], xv[r].y, acc[cc][r]);
+              acc[cc][r] = fmaf(f[2], xv[r].z, acc[cc][r]);
+              acc[cc][r] = fmaf(f[3], xv[r].w, acc[cc][r]);
+            }
+          }
+        }
+      }
+    }
+    s0 += 32 * U;
+    if (s0 >= nch) {  // tile done (uniform across the warp): reduce, store, next tile
+      const int64_t j0 = tile * C;
+#pragma unroll
+      for (int cc = 0; cc < C; cc++)
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+          float v = acc[cc][r];
+#pragma unroll
+          for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+          if (lane == cc * R + r && r < p.rows && j0 + cc < m) store_out(p, r, j0 + cc, v);
+          acc[cc][r] = 0.f;
+        }
+      tile += nwarps;
+      s0 = 0;
+    }
+    if (tile < tiles) load_step<U, C>(wv, w, ldc, m, nch, tile * C, s0 + lane);
+  }
+}
+
 int sm_count(int dev) {
   static int cache[64];
   if (dev < 0 || dev >= 64) return 132;
@@ -356,8 +521,8 @@ int occupancy(K kern, int dev, size_t smem, std::atomic<uint64_t> &cache) {
   if (dev >= 0 && dev < 0xffff && smem < ((size_t)1 << 32) && (v & ~(uint64_t)0xffff) == key)
     return (int)(v & 0xffff);
   int per_sm = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, kThreads, smem) !=
-          cudaSuccess || per_sm < 1) {
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, kThreads, smem) != cudaSuccess ||
+      per_sm < 1) {
     cudaGetLastError();
     return 1;
   }
@@ -396,23 +561,22 @@ ingot_status launch_r(GemvParams &p, int dev, cudaStream_t s) {
   return launch_status("gemv kernel");
 }
 
-template <class WT> ingot_status launch_w(GemvParams &p, int dev, cudaStream_t s) {
+template <class WT>
+ingot_status launch_w(GemvParams &p, int dev, cudaStream_t s) {
   if (p.rows <= 1) return launch_r<WT, 1>(p, dev, s);
   if (p.rows <= 2) return launch_r<WT, 2>(p, dev, s);
   if (p.rows <= 4) return launch_r<WT, 4>(p, dev, s);
   return launch_r<WT, 8>(p, dev, s);
 }
 
-// The one-row kernel when it applies and pays (see the top of the file); *used = false:
-// nothing launched, take the general kernel.
-template <class WT, int C>
-ingot_status launch_1c(GemvParams &p, int dev, cudaStream_t s, bool *used) {
-  const size_t smem = (size_t)p.nch * 16;
-  auto kern = gemv1_kernel<WT, C>;
-  // Queried at the largest staging (48 KB) so that one cache entry serves every k:
-  // registers (launch bounds: 2 blocks of 256 at <= 128) limit residency, not smem.
-  static std::atomic<uint64_t> occ{0};
-  const int per_sm = occupancy(kern, dev, 48 * 1024, occ);
+// Launch a warp-tile kernel (gemv1_kernel, gemvx_kernel: C columns a warp, persistent
+// grid of at most the resident blocks; occupancy queried at occ_smem) when it pays;
+// *used = false: nothing launched, take the general kernel.
+template <int C, class K>
+ingot_status launch_tiles(K kern, GemvParams &p, int dev, cudaStream_t s, size_t smem,
+                          size_t occ_smem, std::atomic<uint64_t> &occ, const char *what,
+                          bool *used) {
+  const int per_sm = occupancy(kern, dev, occ_smem, occ);
   const int64_t tiles = (p.m + C - 1) / C, cap = (int64_t)sm_count(dev) * per_sm;
   // Small m with long rows: too few warps would each stream whole rows; the general
   // kernel's block-splits-k mode spreads them better.
@@ -422,20 +586,70 @@ ingot_status launch_1c(GemvParams &p, int dev, cudaStream_t s, bool *used) {
   if (blocks > cap) blocks = cap;
   if (blocks < 1) blocks = 1;
   kern<<<(unsigned)blocks, kThreads, smem, s>>>(p);
-  return launch_status("gemv1 kernel");
+  return launch_status(what);
 }
 
-template <class WT> ingot_status launch_1(GemvParams &p, int dev, cudaStream_t s, bool *used) {
+// The one-row kernel when it applies and pays (see the top of the file).
+template <class WT, int C>
+ingot_status launch_1c(GemvParams &p, int dev, cudaStream_t s, bool *used) {
+  // Queried at the largest staging (48 KB) so that one cache entry serves every k:
+  // registers (launch bounds: 2 blocks of 256 at <= 128) limit residency, not smem.
+  static std::atomic<uint64_t> occ{0};
+  return launch_tiles<C>(gemv1_kernel<WT, C>, p, dev, s, (size_t)p.nch * 16, 48 * 1024, occ,
+                         "gemv1 kernel", used);
+}
+
+template <class WT>
+ingot_status launch_1(GemvParams &p, int dev, cudaStream_t s, bool *used) {
   if (p.nch <= 256) return launch_1c<WT, 2>(p, dev, s, used);
   return launch_1c<WT, 1>(p, dev, s, used);
 }
 
+// The f32-X kernel for R rows when it pays (see the top of the file).
+template <class WT, int R, int C>
+ingot_status launch_xc(GemvParams &p, int dev, cudaStream_t s, bool *used) {
+  const size_t smem = (size_t)R * p.nch * Wfmt<WT>::VEC * sizeof(float);
+  auto kern = gemvx_kernel<WT, R, C>;
+  if (smem > 48 * 1024) {  // idempotent; set on every large call since devices may differ
+    ingot_status st = cuda_check(
+        cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+        "gemvx smem attribute");
+    if (st) return st;
+  }
+  // Up to 48 KB one cache entry serves every k (registers limit residency); a larger
+  // staging limits it itself, so it is queried at its size.
+  static std::atomic<uint64_t> occ{0};
+  return launch_tiles<C>(kern, p, dev, s, smem, smem > 48 * 1024 ? smem : 48 * 1024, occ,
+                         "gemvx kernel", used);
+}
+
+// Columns per warp tile by rows: each staged X float4 is reused by C columns, so that
+// shared-memory reads stay within about 4x the weight bytes (R / C <= 2) while the
+// tiles stay many (R = 1, 2, 4: two blocks an SM at <= 128 registers; R = 8: C = 4,
+// one block an SM at 163-168 registers); C = 1 on long single rows balances the warps
+// better (as gemv1).
+template <class WT>
+ingot_status launch_x(GemvParams &p, int dev, cudaStream_t s, bool *used) {
+  if (p.rows <= 1)
+    return p.nch <= 256 ? launch_xc<WT, 1, 2>(p, dev, s, used)
+                        : launch_xc<WT, 1, 1>(p, dev, s, used);
+  if (p.rows <= 2) return launch_xc<WT, 2, 2>(p, dev, s, used);
+  if (p.rows <= 4) return launch_xc<WT, 4, 2>(p, dev, s, used);
+  return launch_xc<WT, 8, 4>(p, dev, s, used);
+}
+
 int vec_of(ingot_dtype dt) {
   switch (dt) {
-    case INGOT_F32: return 4;
-    case INGOT_BF16: case INGOT_F16: return 8;
-    case INGOT_F8E4M3FN: case INGOT_F8E5M2: return 16;
-    default: return 0;
+    case INGOT_F32:
+      return 4;
+    case INGOT_BF16:
+    case INGOT_F16:
+      return 8;
+    case INGOT_F8E4M3FN:
+    case INGOT_F8E5M2:
+      return 16;
+    default:
+      return 0;
   }
 }
 
@@ -482,27 +696,64 @@ ingot_status run(GemvParams &p, ingot_dtype wdt, const ingot_tensor *wt, ingot_t
   if (st) return st;
   cudaStream_t s = stream_of(out);
   (void)wt;
-  // One-row fast path: X of the weight's (non-f8) dtype, contiguous and aligned like W,
-  // k a whole number of 16-byte chunks, X fits the default 48 KB of shared memory.
-  if (p.rows == 1 && p.vec && p.x_dt == (int)wdt && !is_f8(wdt) && p.k > 0 &&
-      p.k % vec == 0 && p.xsk == 1 && (uintptr_t)p.x % 16 == 0 &&
-      (size_t)p.nch * 16 <= 48 * 1024) {
+  // f32 X against float weights (QMATMUL's float weights with or without a norm, f32
+  // MATMUL of 2-8 rows): X staged as float; the one-row f32 MATMUL keeps gemv1.
+  const bool fw = wdt == INGOT_F32 || wdt == INGOT_BF16 || wdt == INGOT_F16;
+  if (p.x_dt == INGOT_F32 && fw && (wdt != INGOT_F32 || p.rows > 1 || p.norm) && p.vec && p.k > 0 &&
+      p.k % vec == 0 && p.xsk == 1) {
+    p.xvec = (uintptr_t)p.x % 16 == 0 && p.xsn % 4 == 0 && p.xsb % 4 == 0;
     bool used = false;
     switch (wdt) {
-      case INGOT_F32: st = launch_1<float>(p, dev, s, &used); break;
-      case INGOT_BF16: st = launch_1<bf16_t>(p, dev, s, &used); break;
-      case INGOT_F16: st = launch_1<f16_t>(p, dev, s, &used); break;
-      default: break;
+      case INGOT_F32:
+        st = launch_x<float>(p, dev, s, &used);
+        break;
+      case INGOT_BF16:
+        st = launch_x<bf16_t>(p, dev, s, &used);
+        break;
+      case INGOT_F16:
+        st = launch_x<f16_t>(p, dev, s, &used);
+        break;
+      default:
+        break;
+    }
+    if (st || used) return st;
+  }
+  // A norm is fused only there: the caller normalises X itself.
+  if (p.norm) return *done = false, INGOT_OK;
+  // One-row fast path: X of the weight's (non-f8) dtype, contiguous and aligned like W,
+  // k a whole number of 16-byte chunks, X fits the default 48 KB of shared memory.
+  if (p.rows == 1 && p.vec && p.x_dt == (int)wdt && !is_f8(wdt) && p.k > 0 && p.k % vec == 0 &&
+      p.xsk == 1 && (uintptr_t)p.x % 16 == 0 && (size_t)p.nch * 16 <= 48 * 1024) {
+    bool used = false;
+    switch (wdt) {
+      case INGOT_F32:
+        st = launch_1<float>(p, dev, s, &used);
+        break;
+      case INGOT_BF16:
+        st = launch_1<bf16_t>(p, dev, s, &used);
+        break;
+      case INGOT_F16:
+        st = launch_1<f16_t>(p, dev, s, &used);
+        break;
+      default:
+        break;
     }
     if (st || used) return st;
   }
   switch (wdt) {
-    case INGOT_F32: return launch_w<float>(p, dev, s);
-    case INGOT_BF16: return launch_w<bf16_t>(p, dev, s);
-    case INGOT_F16: return launch_w<f16_t>(p, dev, s);
-    case INGOT_F8E4M3FN: return launch_w<f8e4m3_t>(p, dev, s);
-    case INGOT_F8E5M2: return launch_w<f8e5m2_t>(p, dev, s);
-    default: *done = false; return INGOT_OK;
+    case INGOT_F32:
+      return launch_w<float>(p, dev, s);
+    case INGOT_BF16:
+      return launch_w<bf16_t>(p, dev, s);
+    case INGOT_F16:
+      return launch_w<f16_t>(p, dev, s);
+    case INGOT_F8E4M3FN:
+      return launch_w<f8e4m3_t>(p, dev, s);
+    case INGOT_F8E5M2:
+      return launch_w<f8e5m2_t>(p, dev, s);
+    default:
+      *done = false;
+      return INGOT_OK;
   }
 }
 
@@ -606,7 +857,8 @@ extern "C" ingot_status cuda_gemv_try(ingot_op_args *a, bool *done) {
 
 extern "C" ingot_status cuda_gemv_f32x(const void *w, ingot_dtype wdt, int64_t ldw, const float *x,
                                        int64_t rows, int64_t k, int64_t m, const float *res,
-                                       ingot_tensor *out, bool *done) {
+                                       const float *norm, float eps, ingot_tensor *out,
+                                       bool *done) {
   *done = false;
   if (rows < 1 || rows > kMaxRows) return INGOT_OK;
   GemvParams p = base_params();
@@ -616,5 +868,6 @@ extern "C" ingot_status cuda_gemv_f32x(const void *w, ingot_dtype wdt, int64_t l
   p.out = ingot_tensor_data(out), p.out_dt = INGOT_F32;
   p.rows = (int)rows, p.k = k, p.m = m;
   if (res) p.bias = res, p.bias_dt = INGOT_F32, p.bias_sr = m, p.bias_sj = 1;
+  p.norm = norm, p.eps = eps;
   return run(p, wdt, nullptr, out, done);
 }

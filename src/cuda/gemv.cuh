@@ -16,13 +16,15 @@ extern "C" {
  * *done = false: not handled, nothing touched, returns INGOT_OK. */
 ingot_status cuda_gemv_try(ingot_op_args *a, bool *done);
 
-/* out [rows, m] f32 (contiguous) = x [rows, k] f32 (contiguous) . W^T (+ res
- * [rows, m] f32, contiguous) for 1-8 rows, W [m, k] of f32/bf16/f16 with row
- * stride ldw elements: the float-weight GEMV of QMATMUL at dense-GEMV speed.
- * *done as for cuda_gemv_try. */
+/* out [rows, m] f32 (contiguous) = xn [rows, k] . W^T (+ res [rows, m] f32,
+ * contiguous) for 1-8 rows, W [m, k] of f32/bf16/f16 with row stride ldw
+ * elements, x f32 contiguous: the float-weight GEMV of QMATMUL at dense-GEMV
+ * speed. xn = x, or with norm (f32 [k]) rms_norm(x, norm, eps) fused into the
+ * staging of x (then only the fast path is tried: *done = false when it does
+ * not apply, and the caller normalises x itself). *done as for cuda_gemv_try. */
 ingot_status cuda_gemv_f32x(const void *w, ingot_dtype wdt, int64_t ldw, const float *x,
-                            int64_t rows, int64_t k, int64_t m, const float *res,
-                            ingot_tensor *out, bool *done);
+                            int64_t rows, int64_t k, int64_t m, const float *res, const float *norm,
+                            float eps, ingot_tensor *out, bool *done);
 
 #ifdef __cplusplus
 }

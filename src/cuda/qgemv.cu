@@ -10,6 +10,9 @@
 //   (qgemv_kernels.cuh: x staged and normalised per block, row spans read
 //   with int4 loads into a per-warp shared buffer, double-buffered), the
 //   norm and the residual in the same launch.
+// - F32/BF16/F16 weights, M <= 8: the dense GEMV of gemv.cu (cuda_gemv_f32x:
+//   x staged as float, the norm fused into the staging, res in its epilogue)
+//   when its kernels apply; else the paths below.
 // - Other M <= 8 products: qgemv_kernel reads the blocks directly. A group of L
 //   lanes (L = 32, or the next power of two >= the row's 32-element units
 //   when a row is short, so that a warp then owns several groups) owns two
@@ -203,11 +206,18 @@ ingot_status k_qmatmul(ingot_op_args *a) {
   if (m <= 8 && fdt >= 0 && ingot_is_contiguous(x) && rs % es == 0 &&
       (uintptr_t)wp % (uintptr_t)es == 0) {  // else: the block kernels' byte loads below
     // Float weights (HF checkpoints): the dense GEMV kernel streams them at
-    // memory speed; a norm goes first as its own launch.
-    if (norm && !(xn = ingot_rms_norm(x, norm, a->farg[0]))) return ingot_last_status();
+    // memory speed, the norm fused into its staging of x (one launch) when its
+    // fast path applies, else normalised first by its own launch.
     bool done = false;
+    if (np) {
+      st = cuda_gemv_f32x(wp, (ingot_dtype)fdt, rs / es, (const float *)ingot_tensor_data(x), m, k,
+                          n, rp, np, (float)a->farg[0], y, &done);
+      if (done || st) return st;
+    }
+    if (norm && !(xn = ingot_rms_norm(x, norm, a->farg[0]))) return ingot_last_status();
     st = cuda_gemv_f32x(wp, (ingot_dtype)fdt, rs / es,
-                        (const float *)ingot_tensor_data(xn ? xn : x), m, k, n, rp, y, &done);
+                        (const float *)ingot_tensor_data(xn ? xn : x), m, k, n, rp, nullptr, 0.f,
+                        y, &done);
     if (done || st) {
       ingot_release(xn);
       return st;

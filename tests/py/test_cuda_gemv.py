@@ -1,7 +1,11 @@
 """The decode GEMV path (src/cuda/gemv.cu) against the CPU: matmul of X [n,k]
 (n = 1..8) with the transpose view of a row-major weight W [m,k], which the
 CUDA MATMUL kernel hands to cuda_gemv_try before cuBLASLt; and scaled_mm with
-M <= 8 once that op exists.
+M <= 8 once that op exists. f32 X of 2-8 rows (and f32 X against bf16/f16
+weights, QMATMUL's cuda_gemv_f32x: test_cuda_nn.py) takes gemvx_kernel (X
+staged as float): test_linear_rows, test_large (8 rows of k = 4096: 128 KB of
+staged X), test_batched_x_shared_weight, test_special_values and
+test_f32_rows_strided_x (row-strided X views) cover it.
 
 Tolerances: inputs are small integers where the test wants exact sums
 (every order of float accumulation gives the same f32 value, so the rounded
@@ -95,6 +99,23 @@ def test_batched_x_shared_weight(dt):
     x = RNG.standard_normal((2, 3, k)).astype(dt)
     w = RNG.standard_normal((m, k)).astype(dt)
     diff("ingot_matmul", tensor(x), wt_view(w), tol=tol(dt, k))
+
+
+@pytest.mark.parametrize("n", [2, 5, 8])
+@pytest.mark.parametrize("pad", [4, 3])
+def test_f32_rows_strided_x(n, pad):
+    # f32 X rows of 2-8 (x staged as float) as a narrow view of a wider matrix:
+    # row stride k + 4 (float4 staging) and k + 3 (scalar staging); m = 3001
+    # columns of k = 2048 (8 rows: 64 KB of staged X, over the default 48 KB).
+    k, m = 2048, 3001
+    wide = RNG.standard_normal((n, k + pad)).astype(np.float32)
+    w = RNG.standard_normal((m, k)).astype(np.float32)
+    want = to_numpy(call("ingot_matmul", tensor(np.ascontiguousarray(wide[:, :k])), wt_view(w)))
+    xd = call("ingot_narrow", call("ingot_to", tensor(wide), CUDA), 1, 0, k)
+    wd = call("ingot_transpose", call("ingot_to", tensor(w), CUDA), 0, 1)
+    got = to_numpy(call("ingot_matmul", xd, wd))
+    rtol, atol = tol(np.float32, k)
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
 
 
 def test_batched_weight_not_claimed_still_right():

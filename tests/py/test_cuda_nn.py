@@ -269,6 +269,67 @@ def test_qmatmul_fused_special_and_unaligned_x():
     check_fused_close(got[2:, keep], want[2:, keep], x[2:], w64[keep], norm, 1e-6, res[2:, keep])
 
 
+FLOAT_W = ["F32", "F16", "BF16"]
+
+
+@pytest.mark.parametrize("name", FLOAT_W)
+@pytest.mark.parametrize("n,k", [(67, 40), (1, 256), (5120, 2048), (2048, 4096), (150001, 64),
+                                 (300, 8192)])
+@pytest.mark.parametrize("use_norm", [True, False])
+def test_qmatmul_fused_float_weights(name, n, k, use_norm):
+    """Float weights (cuda_gemv_f32x, gemvx_kernel: x staged as float, the norm
+    fused into the staging), M = 1..8 (res on odd M), rows padded past 16 bytes
+    with garbage: the Qwen3-30B-A3B decode shapes (q|k|v 5120 x 2048, o 2048 x
+    4096; 8 rows of 2048: 64 KB of staged x), a single column, 150001 columns
+    (many tiles a warp), and K = 8192 with few columns (the fast path declines:
+    rms_norm + the general GEMV, or the ggml kernels when x does not fit)."""
+    rng = np.random.default_rng(seed(name, n, k, use_norm, "floatw"))
+    tid, wq = weights_fast(name, n, k, rng)
+    w64 = to_numpy(call("ingot_qget_rows", tensor(wq), tid, k,
+                        tensor(np.arange(n, dtype=np.int64)))).astype(np.float64)
+    wd = dev(pad_rows(wq, pad16(wq.shape[1]) + 16, rng))
+    norm = (rng.standard_normal(k) + 1).astype(np.float32) if use_norm else None
+    for m in range(1, 9):
+        x = (rng.standard_normal((m, k)) * 3).astype(np.float32)
+        res = (rng.standard_normal((m, n)) * 10).astype(np.float32) if m % 2 else None
+        got, want = fused_both(wq, wd, tid, k, x, norm, res, eps=1e-6)
+        check_fused_close(got, want, x, w64, norm, 1e-6, res)
+
+
+@pytest.mark.parametrize("name", FLOAT_W)
+@pytest.mark.parametrize("xoff,woff", [(1, 0), (0, 1)])
+def test_qmatmul_fused_float_special_unaligned(name, xoff, woff):
+    """Float weights with special values: a NaN in x poisons its row (norm on),
+    an all-zero x row gives res exactly, inf in W / in res stay where the CPU
+    puts them; x not 16-byte aligned (scalar staging) or W rows one element off
+    16 bytes (the fast path declines: rms_norm + the general GEMV)."""
+    rng = np.random.default_rng(seed(name, xoff, woff, "floatspecial"))
+    n, k, m = 48, 64, 5
+    tid, wq = weights_fast(name, n, k, rng)
+    es = {"F32": 4, "F16": 2, "BF16": 2}[name]
+    wv = wq.view({"F32": np.float32, "F16": np.float16, "BF16": ml_dtypes.bfloat16}[name])
+    wv[3, 5] = np.inf
+    wv[4, 0], wv[4, 1] = np.inf, -np.inf  # inf - inf: NaN
+    w64 = wv.astype(np.float64)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    x[0, 9] = np.nan
+    x[1] = 0
+    norm = rng.standard_normal(k).astype(np.float32)
+    res = rng.standard_normal((m, n)).astype(np.float32)
+    res[2, 7], res[3, 8] = -np.inf, np.nan
+    flat = pad_rows(wq, pad16(wq.shape[1]), rng).ravel()
+    wdev = offset_view(flat, (n, flat.size // n), woff * es) if woff else dev(flat.reshape(n, -1))
+    got, want = fused_both(wq, wdev, tid, k, x, norm, res, eps=1e-6,
+                           xd=offset_view(x, x.shape, xoff))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    assert np.isnan(got[0]).all()
+    fin = np.isfinite(want[1])
+    np.testing.assert_array_equal(got[1][fin], res[1][fin])
+    keep = np.isfinite(want[2:]).all(axis=0)
+    check_fused_close(got[2:, keep], want[2:, keep], x[2:], w64[keep], norm, 1e-6, res[2:, keep])
+
+
 def test_qmatmul_fused_none_matches_qmatmul():
     """No norm, no res: the same kernel as qmatmul, bit-identical."""
     rng = np.random.default_rng(52)
@@ -411,13 +472,15 @@ def test_graph_capture_replay():
         lib.ingot_graph_destroy(g)
 
 
-def test_graph_capture_fused():
-    """qmatmul_fused captured in a graph: the one-launch path (M=1, padded
-    rows), the composed one (M=8, K=1536: x exceeds shared memory) and the
+@pytest.mark.parametrize("name", ["Q4_1", "BF16"])
+def test_graph_capture_fused(name):
+    """qmatmul_fused captured in a graph: Q4_1: the one-launch path (M=1, padded
+    rows), the composed one (M=8, K=1536: x exceeds shared memory); BF16: the
+    dense GEMV with the norm fused (gemvx_kernel, M=1 and M=8); both: the
     prefill one (M=12); replays on new inputs match the CPU."""
-    rng = np.random.default_rng(61)
+    rng = np.random.default_rng(seed(61, name))
     k, n = 1536, 96
-    tid, wq = weights_fast("Q4_1", n, k, rng)
+    tid, wq = weights_fast(name, n, k, rng)
     w64 = to_numpy(call("ingot_qget_rows", tensor(wq), tid, k,
                         tensor(np.arange(n, dtype=np.int64)))).astype(np.float64)
     wd = dev(pad_rows(wq, pad16(wq.shape[1]), rng))
