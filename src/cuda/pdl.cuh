@@ -1,0 +1,65 @@
+// Programmatic dependent launch (PDL, sm_90): a decode kernel launched with
+// launch_pdl may start while the kernel before it in the stream drains, so
+// its blocks are resident and can prefetch weights when the input is ready.
+// That hides the launch gap (~1-2 us a kernel), which is most of a decode
+// step's time on small models. CUDA graphs keep the programmatic edges.
+//
+// The contract, for every kernel launched with launch_pdl:
+//  - every block calls pdl_wait() before it reads or writes memory that an
+//    earlier kernel of the stream may read or write (activations, caches,
+//    outputs), and before any early return: a block that exits without it
+//    could let the grid complete before its predecessor has, and the next
+//    kernel's own wait would then not cover the predecessor;
+//  - only immutable data (weights) is touched before pdl_wait().
+// pdl_launch_dependents() lets the next kernel's blocks launch early; without
+// it they launch as this grid's blocks retire. INGOT_NO_PDL=1 launches
+// normally (same results; for A/B measurement and debugging).
+#pragma once
+
+#include <cuda_runtime.h>
+#include <stdlib.h>
+
+#include <utility>
+
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Whether launches use PDL: sm_90+ and INGOT_NO_PDL unset (read once).
+static inline bool pdl_enabled() {
+  static int on = -1;
+  if (on < 0) {
+    const char *e = getenv("INGOT_NO_PDL");
+    int dev = 0, major = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    on = major >= 9 && !(e && *e && *e != '0');
+  }
+  return on;
+}
+
+// kernel<<<grid, block, smem, s>>>(args...) with the PDL attribute (when
+// enabled). Returns the launch's error.
+template <typename... KArgs, typename... Args>
+static inline cudaError_t launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                                     cudaStream_t s, Args &&...args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
