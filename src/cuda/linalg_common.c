@@ -53,23 +53,7 @@ ingot_status la_enter(const ingot_tensor *t, la_ctx *c) {
     return ingot_set_error(INGOT_ERR_DEVICE, "linalg: device index %d out of range", c->dev);
   pthread_mutex_lock(&g_la[c->dev].mu);
   ingot_status st = cuda_use_device(c->dev);
-  if (!st && !g_la[c->dev].sol) {
-    st = la_sol_check(cusolverDnCreate(&g_la[c->dev].sol), "create");
-    /* cuSOLVER computes bitwise-reproducible results by default (as every
-     * Ingot op); INGOT_LINALG_NONDETERMINISTIC=1 lets geqrf, syevd and
-     * gesvdj use their faster non-deterministic schedules. */
-    const char *nd = getenv("INGOT_LINALG_NONDETERMINISTIC");
-    if (!st && nd && *nd && *nd != '0')
-      st = la_sol_check(
-          cusolverDnSetDeterministicMode(g_la[c->dev].sol, CUSOLVER_ALLOW_NON_DETERMINISTIC_RESULTS),
-          "set deterministic mode");
-    /* INGOT_LINALG_FP32_EMULATION=1: cuSOLVER's f32 products through
-     * BF16x9-emulated tensor-core math (f32 accuracy). */
-    const char *em = getenv("INGOT_LINALG_FP32_EMULATION");
-    if (!st && em && *em && *em != '0')
-      st = la_sol_check(cusolverDnSetMathMode(g_la[c->dev].sol, CUSOLVER_FP32_EMULATED_BF16X9_MATH),
-                        "set math mode");
-  }
+  if (!st && !g_la[c->dev].sol) st = la_sol_check(cusolverDnCreate(&g_la[c->dev].sol), "create");
   if (!st && !g_la[c->dev].params)
     st = la_sol_check(cusolverDnCreateParams(&g_la[c->dev].params), "create params");
   if (!st && !g_la[c->dev].blas) st = la_blas_check(cublasCreate(&g_la[c->dev].blas), "create");
