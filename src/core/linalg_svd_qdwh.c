@@ -73,7 +73,7 @@ static ingot_tensor *mT(const ingot_tensor *t) { return ingot_transpose(t, -2, -
 
 /* t's first `count` values as doubles on the host. */
 static bool host_doubles(const ingot_tensor *t, double *out, int64_t count) {
-  ingot_tensor *d = ingot_contiguous(ingot_cast(t, INGOT_F64));
+  ingot_tensor *d = ingot_cast(t, INGOT_F64); /* a fresh contiguous copy */
   return d && ingot_to_host(d, out, sizeof(double) * (size_t)count) == INGOT_OK;
 }
 
