@@ -16,7 +16,7 @@
  * gives the full U of full_matrices.
  *
  * The result is kept when, for every member, ||A - U S V^T||_F <= tol s_max
- * and max |U^T U - I| <= tol (tol = 8 eps max(R, 16)), all finite; else the
+ * and max |U^T U - I| <= tol (tol = 32 eps max(R, 16)), all finite; else the
  * caller's own algorithm runs. Flops and expected times: docs/perf-notes.md
  * (svd_f32_2048). */
 #include "linalg_svd_qdwh.h"
@@ -114,7 +114,9 @@ static ingot_tensor *polar(qdwh *q, ingot_tensor *X) {
   int steps = dwh_plan(q->eps, plan);
   for (int i = 0; i < steps; i++) {
     bool qr = plan[i].c > QDWH_QR_MIN_C;
-    X = qr ? qr_step(q, X, I, plan[i]) : chol_step(X, I, plan[i]);
+    ingot_scope_begin(); /* a step's temporaries go at its end */
+    X = ingot_keep(qr ? qr_step(q, X, I, plan[i]) : chol_step(X, I, plan[i]));
+    ingot_scope_end();
     q->qr_steps += qr;
     q->chol_steps += !qr;
   }
@@ -242,7 +244,7 @@ bool linalg_svd_qdwh(ingot_op_args *a) {
             .full = a->iarg[1],
             .wide = m < n,
             .eps = dt == INGOT_F32 ? FLT_EPSILON : DBL_EPSILON};
-  q.tol = 8 * q.eps * (double)(q.R > 16 ? q.R : 16);
+  q.tol = 32 * q.eps * (double)(q.R > 16 ? q.R : 16);
   q.host = malloc(sizeof(double) * 3 * (size_t)batch);
   ingot_scope_begin();
   const char *why = q.host ? qdwh_run(&q, a) : "out of host memory";

@@ -45,7 +45,9 @@ def forced(monkeypatch):
 
 
 def ill_conditioned(rng, dt, m, n):
-    """Graded spectra down to 1e-6 and 1e-30, rank 3, zero: m x n."""
+    """Graded spectra down to 1e-6 and 1e-30, rank 3, zero, and the flat
+    spectra of an orthonormal matrix and of the identity (one singular
+    value repeated): m x n."""
     k = min(m, n)
     u, _ = np.linalg.qr(rng.standard_normal((m, k)))
     v, _ = np.linalg.qr(rng.standard_normal((n, k)))
@@ -53,6 +55,8 @@ def ill_conditioned(rng, dt, m, n):
              for lo in (1e-6, 1e-30)]
     cases.append(("rank3", randm(rng, (m, 3), dt) @ randm(rng, (3, n), dt)))
     cases.append(("zero", np.zeros((m, n), dt)))
+    cases.append(("orthonormal", (u @ v.T).astype(dt)))
+    cases.append(("identity", np.eye(m, n, dtype=dt)))
     return cases
 
 
