@@ -85,8 +85,8 @@ def test_qdwh_adversarial(dt, device, forced, capfd):
     1e+-30: QDWH keeps its own result on every one."""
     mk, _ = makers(device)
     rng = np.random.default_rng(12)
-    cases = adversarial(rng, dt) + ill_conditioned(rng, dt, 96, 96) + \
-        ill_conditioned(rng, dt, 90, 70) + ill_conditioned(rng, dt, 70, 90)
+    cases = adversarial(rng, dt) + ill_conditioned(rng, dt, 64, 64) + \
+        ill_conditioned(rng, dt, 60, 45) + ill_conditioned(rng, dt, 45, 60)
     for name, a in cases:
         for full in (False, True):
             try:
