@@ -67,7 +67,8 @@ ingot_tensor *ingot_linalg_householder_product(const ingot_tensor *A, const ingo
 /* A = U diag(S) Vh: returns U ([*, m, m] when full_matrices, else [*, m, k]);
  * *S [*, k] real, descending; *Vh ([*, n, n] or [*, k, n]). Exact at any
  * scale (the input is scaled by a power of two); non-finite input fails.
- * CUDA: INGOT_SVD_ALGO=gesvd|gesvdp|gesvdj|auto picks the algorithm (api.md). */
+ * CUDA: INGOT_SVD_ALGO=gesvd|gesvdp|gesvdj|qdwh|auto picks the algorithm;
+ * the CPU runs QDWH for qdwh, LAPACK otherwise (api.md). */
 ingot_tensor *ingot_linalg_svd(const ingot_tensor *A, bool full_matrices, ingot_tensor **S,
                                ingot_tensor **Vh);
 /* Singular values [*, k] (real, descending). */

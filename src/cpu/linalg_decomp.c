@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "../core/linalg_svd_qdwh.h"
 #include "lapack.h"
 #include "linalg_util.h"
 
@@ -151,8 +152,10 @@ static lapack_int svd_member(ingot_dtype dt, int64_t m, int64_t n, void *a, cons
 }
 
 /* SVD: iarg[0] = compute U and Vh, iarg[1] = full_matrices; out[0] = S
- * [*, k] (real), out[1] = U, out[2] = Vh. */
+ * [*, k] (real), out[1] = U, out[2] = Vh. INGOT_SVD_ALGO=qdwh runs QDWH
+ * first (src/core/linalg_svd_qdwh.c); gesdd when it declines. */
 static ingot_status k_svd(ingot_op_args *a) {
+  if (linalg_svd_qdwh_forced() && linalg_svd_qdwh(a)) return INGOT_OK;
   la_mat A = la_view(a->in[0], 2), S = la_view(a->out[0], 1);
   bool uv = a->iarg[0], full = a->iarg[1];
   la_mat U = uv ? la_view(a->out[1], 2) : A, V = uv ? la_view(a->out[2], 2) : A;

@@ -77,10 +77,10 @@ def test_cuda_inverse_failure_word(dt):
         la("inv", mk(b))
 
 
-# auto is what every other SVD test runs; gesvdp takes gesvd for complex
-# inputs (the gesvd cases cover them).
+# auto is what every other SVD test runs; gesvdp takes gesvd and qdwh
+# gesvdj for complex inputs (the gesvd and gesvdj cases cover them).
 SVD_CASES = [(a, d) for a in ("gesvd", "gesvdj") for d in DTYPES] + \
-    [("gesvdp", d) for d in DTYPES if np.dtype(d).kind == "f"]
+    [(a, d) for a in ("gesvdp", "qdwh") for d in DTYPES if np.dtype(d).kind == "f"]
 
 
 @pytest.mark.parametrize("algo,dt", SVD_CASES, ids=[f"{a}-{LA_NAMES[d]}" for a, d in SVD_CASES])
