@@ -4,8 +4,13 @@
 // line makes the line NaN, a line whose max is +-inf is NaN (as exp(inf - inf) is).
 //
 // Design. Lines along the dim (make_lines in reduce_common.cuh).
-//  - contiguous lines (stride 1 along the dim, the usual last-dim softmax): each line is
-//    cut into S slices, one 256-thread block each, 16-byte loads for f32.
+//  - contiguous f32/bf16/f16 lines of 16384 to row_cluster_cap<T>() elements (the decode
+//    vocabulary: 1 or 64 rows of 151936): one thread-block cluster per line
+//    (row_cluster.cuh), the line read once into registers, max and sum merged through
+//    distributed shared memory, written once; one ordinary launch (graphs capture it), no
+//    scratch. Where a cluster launch is refused, the paths below.
+//  - other contiguous lines (stride 1 along the dim): each line is cut into S slices, one
+//    256-thread block each, 16-byte loads for f32.
 //      S = 1 (many rows): one kernel, a block per row: an online (max, sum exp) sweep,
 //        a block merge, then a second sweep (from L1/L2) writes the outputs.
 //      S > 1 (few rows, the decode case: 1 or 64 rows of a 151936 vocabulary): the

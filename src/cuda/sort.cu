@@ -14,6 +14,11 @@
 // m of every row into the outputs (position = e - row * n). Only two CUB instantiations:
 // <uint32, int64> and <uint64, int64>.
 //
+// Topk with k <= 8 of f32/bf16/f16 rows with unit stride and 16384 to row_cluster_cap<T>()
+// elements (the decode vocabulary): one thread-block cluster per row, see "row-cluster topk"
+// below; one ordinary launch, no scratch, no counters. Where a cluster launch is refused,
+// the paths below.
+//
 // Topk with k <= 32, keys up to 32 bits (all dtypes but 64-bit ones) and rows shorter than
 // 2^32 (the fast path, "warp-list" below): a row is split over `bpr` blocks (at most one wave
 // of resident blocks over the device, >= 1024 elements a block); each warp keeps one sorted
