@@ -357,7 +357,8 @@ def test_softmax_cluster_rows(op, dt):
     cap = 163840 if dt == "float32" else 196608
     n = 4 if dt == "float32" else 8  # elements per 16 bytes
     for V in [16383, 16384, 16385, 65537, 151936, cap - 1, cap, cap + 1]:
-        chunk = -(-(-(-V // 8)) // n) * n
+        per_block = -(-V // 8)
+        chunk = -(-per_block // n) * n  # the slice length: a multiple of 16 bytes
         a = (rng.standard_normal((6, V)) * 4).astype(np.float32)
         a[0, chunk - 1] = 30.0  # the largest value, last of slice 0
         a[0, chunk] = 29.0  # and the next one, first of slice 1
