@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include <type_traits>
+#include <utility>
 
 #include "cuda_common.cuh"
 
@@ -76,6 +77,22 @@ static inline bool row_cluster_usable(int dev) {
 }
 static inline void row_cluster_refuse(int dev) {
   if (dev >= 0 && dev < 64) row_cluster_refused()[dev].store(1, std::memory_order_relaxed);
+}
+
+// kernel<<<(kRowClusterBlocks, rows), kRowClusterThreads, 0, s>>>(args...) (the cluster
+// dims are compiled into the kernel); false when refused: nothing queued, the error cleared,
+// the device marked. The launch's own status (not a stale one) decides.
+template <typename... KArgs, typename... Args>
+static inline bool row_cluster_launch(int dev, void (*kernel)(KArgs...), int64_t rows,
+                                      cudaStream_t s, Args &&...args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(kRowClusterBlocks, (unsigned)rows, 1);
+  cfg.blockDim = dim3(kRowClusterThreads, 1, 1);
+  cfg.stream = s;
+  if (cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...) == cudaSuccess) return true;
+  (void)cudaGetLastError();
+  row_cluster_refuse(dev);
+  return false;
 }
 
 // 16-byte load of N elements (p 16-byte aligned), converted to float.

@@ -611,12 +611,8 @@ bool launch_cluster(const T *in, T *out, const Lines &l, bool logsm, int dev, cu
     if (l.len < kRowClusterMinLen || l.len > row_cluster_cap<T>() || l.count > 65535 ||
         !row_cluster_usable(dev))
       return false;
-    dim3 grid(kRowClusterBlocks, (unsigned)l.count, 1);
-    softmax_cluster_kernel<T><<<grid, kRowClusterThreads, 0, st>>>(
-        in, out, l, row_cluster_chunk(l.len, Vec<T>::N), logsm);
-    if (cudaGetLastError() == cudaSuccess) return true;
-    row_cluster_refuse(dev);
-    return false;
+    return row_cluster_launch(dev, softmax_cluster_kernel<T>, l.count, st, in, out, l,
+                              row_cluster_chunk(l.len, Vec<T>::N), logsm);
   }
 }
 

@@ -728,14 +728,10 @@ bool topk_cluster(ingot_op_args *a, int dev, cudaStream_t s, const RowGeom &g, i
   if (n < kRowClusterMinLen || n > row_cluster_cap<T>() || rows > 65535 || g.isd != 1 ||
       k > kClusterTopk || !row_cluster_usable(dev))
     return false;
-  dim3 grid(kRowClusterBlocks, (unsigned)rows, 1);
-  topk_cluster_kernel<T><<<grid, kRowClusterThreads, 0, s>>>(
-      (const T *)ingot_tensor_data(a->in[0]), g, n, row_cluster_chunk(n, Vec<T>::N), k,
-      largest ? 0xffffffffu : 0u, (T *)ingot_tensor_data(a->out[0]),
-      (int64_t *)ingot_tensor_data(a->out[1]));
-  if (cudaGetLastError() == cudaSuccess) return true;
-  row_cluster_refuse(dev);
-  return false;
+  return row_cluster_launch(
+      dev, topk_cluster_kernel<T>, rows, s, (const T *)ingot_tensor_data(a->in[0]), g, n,
+      row_cluster_chunk(n, Vec<T>::N), k, largest ? 0xffffffffu : 0u,
+      (T *)ingot_tensor_data(a->out[0]), (int64_t *)ingot_tensor_data(a->out[1]));
 }
 
 // ---- host side ----
