@@ -262,7 +262,7 @@ def test_topk_cluster_rows(dt):
         x[3, 1::2] = -0.0
         x[4, V - 9:] = [9, 8, 7, 6, 5, -5, -6, -7, -8]  # the best in the last slice
         t = tensor(x.astype(REAL[dt]))
-        for k in range(1, 10):
+        for k in range(1, 10) if V in (16384, 151936) else (1, 8, 9):
             for largest in (True, False):
                 check_topk(t, k, 1, largest)
     w = rng.standard_normal((3, 151936 + 24)).astype(REAL[dt])
