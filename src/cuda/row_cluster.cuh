@@ -54,6 +54,15 @@ constexpr int64_t row_cluster_cap() {
   return (int64_t)kRowClusterBlocks * kRowClusterThreads * RowVecs<T>::NV * Vec<T>::N;
 }
 
+// Rows the cluster path takes: kRowClusterMinLen to the cap elements, at most 65535 rows
+// (grid y), and many rows only when long (short rows leave most of a block's registers
+// empty: a block per row does them better).
+template <class T>
+static inline bool row_cluster_fits(int64_t len, int64_t rows) {
+  return len >= kRowClusterMinLen && len <= row_cluster_cap<T>() && rows <= 65535 &&
+         (rows < 132 || len >= 65536);
+}
+
 // Slice length of a row of len elements: a multiple of the vector (n elements).
 static inline int64_t row_cluster_chunk(int64_t len, int n) {
   int64_t c = (len + kRowClusterBlocks - 1) / kRowClusterBlocks;

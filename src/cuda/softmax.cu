@@ -608,9 +608,7 @@ bool launch_cluster(const T *in, T *out, const Lines &l, bool logsm, int dev, cu
   if constexpr (!RowClusterType<T>::value) {
     return false;
   } else {
-    if (l.len < kRowClusterMinLen || l.len > row_cluster_cap<T>() || l.count > 65535 ||
-        !row_cluster_usable(dev))
-      return false;
+    if (!row_cluster_fits<T>(l.len, l.count) || !row_cluster_usable(dev)) return false;
     return row_cluster_launch(dev, softmax_cluster_kernel<T>, l.count, st, in, out, l,
                               row_cluster_chunk(l.len, Vec<T>::N), logsm);
   }

@@ -725,8 +725,7 @@ __global__ void __cluster_dims__(kRowClusterBlocks, 1, 1) __launch_bounds__(kRow
 template <class T>
 bool topk_cluster(ingot_op_args *a, int dev, cudaStream_t s, const RowGeom &g, int64_t n,
                   int64_t rows, int k, bool largest) {
-  if (n < kRowClusterMinLen || n > row_cluster_cap<T>() || rows > 65535 || g.isd != 1 ||
-      k > kClusterTopk || !row_cluster_usable(dev))
+  if (!row_cluster_fits<T>(n, rows) || g.isd != 1 || k > kClusterTopk || !row_cluster_usable(dev))
     return false;
   return row_cluster_launch(
       dev, topk_cluster_kernel<T>, rows, s, (const T *)ingot_tensor_data(a->in[0]), g, n,

@@ -370,6 +370,8 @@ def test_softmax_cluster_rows(op, dt):
     w = (rng.standard_normal((5, 151936 + 24)) * 4).astype(NP[dt])
     for start in (0, 3, 16):
         diff("ingot_" + op, call("ingot_narrow", tensor(w), 1, start, 151936), -1)
+    for shape in [(140, 16384), (140, 65536)]:  # many rows: cluster only for long ones
+        diff("ingot_" + op, tensor((rng.standard_normal(shape) * 4).astype(NP[dt])), 1)
     one = (rng.standard_normal((1, 100000)) * 4).astype(NP[dt])
     diff("ingot_" + op, tensor(one), 1)
     diff("ingot_" + op, tensor(one[0]), 0)

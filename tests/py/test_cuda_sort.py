@@ -271,6 +271,8 @@ def test_topk_cluster_rows(dt):
         for largest in (True, False):
             check_topk(v, 8, -1, largest)
     check_topk(tensor(rng.standard_normal(151936).astype(REAL[dt])), 8, 0, True)
+    for shape in [(140, 16384), (140, 65536)]:  # many rows: cluster only for long ones
+        check_topk(tensor(rng.standard_normal(shape).astype(REAL[dt])), 8, 1, True)
 
 
 @pytest.mark.parametrize("rows", [1, 64])
