@@ -4,8 +4,9 @@
 // line makes the line NaN, a line whose max is +-inf is NaN (as exp(inf - inf) is).
 //
 // Design. Lines along the dim (make_lines in reduce_common.cuh).
-//  - contiguous f32/bf16/f16 lines of 16384 to row_cluster_cap<T>() elements (the decode
-//    vocabulary: 1 or 64 rows of 151936): one thread-block cluster per line
+//  - contiguous f32/bf16/f16 lines of 16384 to row_cluster_cap<T>() elements, few of them
+//    or long ones (row_cluster_fits; the decode vocabulary: 1 or 64 rows of 151936): one
+//    thread-block cluster per line
 //    (row_cluster.cuh), the line read once into registers, max and sum merged through
 //    distributed shared memory, written once; one ordinary launch (graphs capture it), no
 //    scratch. Where a cluster launch is refused, the paths below.
