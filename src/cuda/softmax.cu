@@ -4,8 +4,14 @@
 // line makes the line NaN, a line whose max is +-inf is NaN (as exp(inf - inf) is).
 //
 // Design. Lines along the dim (make_lines in reduce_common.cuh).
-//  - contiguous lines (stride 1 along the dim, the usual last-dim softmax): each line is
-//    cut into S slices, one 256-thread block each, 16-byte loads for f32.
+//  - contiguous f32/bf16/f16 lines of 16384 to row_cluster_cap<T>() elements, few of them
+//    or long ones (row_cluster_fits; the decode vocabulary: 1 or 64 rows of 151936): one
+//    thread-block cluster per line
+//    (row_cluster.cuh), the line read once into registers, max and sum merged through
+//    distributed shared memory, written once; one ordinary launch (graphs capture it), no
+//    scratch. Where a cluster launch is refused, the paths below.
+//  - other contiguous lines (stride 1 along the dim): each line is cut into S slices, one
+//    256-thread block each, 16-byte loads for f32.
 //      S = 1 (many rows): one kernel, a block per row: an online (max, sum exp) sweep,
 //        a block merge, then a second sweep (from L1/L2) writes the outputs.
 //      S > 1 (few rows, the decode case: 1 or 64 rows of a 151936 vocabulary): the
@@ -31,6 +37,7 @@
 
 #include "cuda_common.cuh"
 #include "reduce_common.cuh"
+#include "row_cluster.cuh"
 
 namespace {
 
@@ -283,40 +290,6 @@ const int kSMs = 132;
 
 // ---- the fused (single launch) path: f32, bf16, f16 ----
 
-// Elements per 16-byte vector.
-template <class T> struct Vec { static constexpr int N = 16 / (int)sizeof(T); };
-
-// 16-byte load of N elements (p 16-byte aligned), converted to float.
-template <class T> __device__ __forceinline__ void load_vec(const T *p, float (&v)[Vec<T>::N]) {
-  uint4 u = __ldg((const uint4 *)p);
-  if constexpr (std::is_same<T, float>::value) {
-    v[0] = __uint_as_float(u.x), v[1] = __uint_as_float(u.y);
-    v[2] = __uint_as_float(u.z), v[3] = __uint_as_float(u.w);
-  } else {
-    uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int i = 0; i < 4; i++) {  // little endian: the lower address is the low half
-      v[2 * i] = to_acc(T{(uint16_t)(w[i] & 0xffffu)});
-      v[2 * i + 1] = to_acc(T{(uint16_t)(w[i] >> 16)});
-    }
-  }
-}
-
-template <class T> __device__ __forceinline__ void store_vec(T *p, const float (&y)[Vec<T>::N]) {
-  uint4 u;
-  if constexpr (std::is_same<T, float>::value) {
-    u.x = __float_as_uint(y[0]), u.y = __float_as_uint(y[1]);
-    u.z = __float_as_uint(y[2]), u.w = __float_as_uint(y[3]);
-  } else {
-    uint32_t w[4];
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-      w[i] = (uint32_t)from_acc<T>(y[2 * i]).x | ((uint32_t)from_acc<T>(y[2 * i + 1]).x << 16);
-    u.x = w[0], u.y = w[1], u.z = w[2], u.w = w[3];
-  }
-  *(uint4 *)p = u;
-}
-
 // Adds N values to a thread's running (m, s, nan): one rescale per vector at most.
 // fmaxf skips NaN (the flag records it; a NaN line's s does not matter); nothing is added
 // while m is -inf (every value so far is -inf or NaN), so exp(-inf - -inf) never happens;
@@ -452,11 +425,6 @@ __global__ void __launch_bounds__(SM_THREADS)
   vsweep_out(in + io, out + oo, lo, hi, m, r, logsm);
 }
 
-template <class T> struct FusedOk { static constexpr bool value = false; };
-template <> struct FusedOk<float> { static constexpr bool value = true; };
-template <> struct FusedOk<bf16_t> { static constexpr bool value = true; };
-template <> struct FusedOk<f16_t> { static constexpr bool value = true; };
-
 constexpr int kMaxDev = 64;
 // Per device: SMs (0: not queried, -1: no cooperative launch) and, per dtype (f32, bf16,
 // f16), resident fused blocks per SM (0: not queried). Queried once; idempotent races.
@@ -501,7 +469,7 @@ template <class T> int64_t fused_capacity(int dev) {
 template <class T>
 bool launch_fused(const T *in, T *out, const Lines &l, bool logsm, int dev, cudaStream_t st,
                   ingot_status &rc) {
-  if constexpr (!FusedOk<T>::value) {
+  if constexpr (!RowClusterType<T>::value) {
     return false;
   } else {
     // A refused cooperative launch would invalidate a capture: graphs take
@@ -548,6 +516,105 @@ bool launch_fused(const T *in, T *out, const Lines &l, bool logsm, int dev, cuda
   }
 }
 
+// ---- the row-cluster path (row_cluster.cuh): f32, bf16, f16 rows of kRowClusterMinLen to
+// row_cluster_cap<T>() elements ----
+
+// max that keeps NaN (fmaxf drops it).
+__device__ __forceinline__ float nan_max(float a, float b) {
+  return a != a || b != b ? NAN : fmaxf(a, b);
+}
+
+// Block (rank, row) of a cluster: its slice into registers; the row max, then the row sum
+// of exp(x - max), each merged block -> cluster (every block pushes its value into every
+// block's shared memory, then one cluster barrier; all blocks merge in rank order, so they
+// agree bit for bit); the slice written once.
+template <class T>
+__global__ void __cluster_dims__(kRowClusterBlocks, 1, 1) __launch_bounds__(kRowClusterThreads, 1)
+    softmax_cluster_kernel(const T *__restrict__ in, T *__restrict__ out, Lines l, int64_t chunk,
+                           bool logsm) {
+  constexpr int N = Vec<T>::N, NV = RowVecs<T>::NV, C = kRowClusterBlocks;
+  constexpr int W = kRowClusterThreads / 32;
+  __shared__ float wmax[W];
+  __shared__ double wsum[W];
+  __shared__ float cmax[C];
+  __shared__ double csum[C];
+  __cluster_barrier_arrive_relaxed();  // this block runs: peers may write into it after the wait
+  const int rank = (int)__clusterRelativeBlockRank(), lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  int64_t io, oo, lo, hi;
+  line_offsets(l, blockIdx.y, io, oo);
+  slice_bounds(rank, chunk, l.len, lo, hi);
+  float v[NV][N];
+  slice_load<T, NV>(in + io, lo, hi, v, -INFINITY);  // -inf: adds nothing to max or sum
+
+  float m = -INFINITY;
+  bool nan = false;
+#pragma unroll
+  for (int i = 0; i < NV; i++)
+#pragma unroll
+    for (int c = 0; c < N; c++) m = fmaxf(m, v[i][c]), nan |= v[i][c] != v[i][c];
+  if (nan) m = NAN;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) m = nan_max(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if (lane == 0) wmax[warp] = m;
+  __syncthreads();
+  __cluster_barrier_wait();
+  if (threadIdx.x < C) {  // thread p pushes the block's max to block p
+    float b = wmax[0];
+    for (int w = 1; w < W; w++) b = nan_max(b, wmax[w]);
+    row_cluster_peer(cmax, threadIdx.x)[rank] = b;
+  }
+  row_cluster_sync();
+  float mx = cmax[0];
+#pragma unroll
+  for (int p = 1; p < C; p++) mx = nan_max(mx, cmax[p]);
+  // NaN in the row, or a max of +-inf (exp(inf - inf), all -inf): the CPU's line is NaN
+  if (!isfinite(mx)) mx = NAN;
+
+  float ts = 0.f;
+#pragma unroll
+  for (int i = 0; i < NV; i++)
+#pragma unroll
+    for (int c = 0; c < N; c++) {
+      float e = expf(v[i][c] - mx);
+      ts += e;
+      if (!logsm) v[i][c] = e;
+    }
+  double s = ts;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (lane == 0) wsum[warp] = s;
+  __syncthreads();
+  if (threadIdx.x < C) {
+    double b = 0;
+    for (int w = 0; w < W; w++) b += wsum[w];
+    row_cluster_peer(csum, threadIdx.x)[rank] = b;
+  }
+  row_cluster_sync();  // the last barrier: no peer access after it
+  double sum = 0;
+#pragma unroll
+  for (int p = 0; p < C; p++) sum += csum[p];
+  const float r = logsm ? (float)log(sum) : (float)(1.0 / sum);
+#pragma unroll
+  for (int i = 0; i < NV; i++)
+#pragma unroll
+    for (int c = 0; c < N; c++) v[i][c] = logsm ? (v[i][c] - mx) - r : v[i][c] * r;
+  slice_store<T, NV>(out + oo, lo, hi, v);
+}
+
+// One cluster launch for contiguous rows in the cluster's range; false: not applicable, or
+// the launch was refused (nothing queued; the device then keeps to the other paths).
+template <class T>
+bool launch_cluster(const T *in, T *out, const Lines &l, bool logsm, int dev, cudaStream_t st) {
+  if constexpr (!RowClusterType<T>::value) {
+    return false;
+  } else {
+    if (!row_cluster_fits<T>(l.len, l.count) || !row_cluster_usable(dev)) return false;
+    return row_cluster_launch(dev, softmax_cluster_kernel<T>, l.count, st, in, out, l,
+                              row_cluster_chunk(l.len, Vec<T>::N), logsm);
+  }
+}
+
 template <class T>
 ingot_status launch_softmax(const ingot_op_args *a, const Lines &l, int dev, cudaStream_t st) {
   const T *in = (const T *)ingot_tensor_data(a->in[0]);
@@ -560,6 +627,7 @@ ingot_status launch_softmax(const ingot_op_args *a, const Lines &l, int dev, cud
     softmax_line_kernel<T><<<grid_for(l.count, th), th, 0, st>>>(in, out, l, logsm);
     return launch_status("softmax line kernel");
   }
+  if (launch_cluster<T>(in, out, l, logsm, dev, st)) return INGOT_OK;
   // slices per row: fill the GPU (8 blocks of 256 per SM) with >= 1024 elements a block
   int64_t S = 1;
   const int64_t target = kSMs * 8;

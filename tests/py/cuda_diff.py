@@ -17,8 +17,8 @@ import ctypes
 import numpy as np
 import pytest
 
-from ingot_ctypes import (DTYPES, Device, IngotError, T, call, lib, out_ptr, take, tensor,
-                          to_numpy)
+from ingot_ctypes import (DTYPES, Device, IngotError, T, call, declare, lib, out_ptr, take,
+                          tensor, to_numpy)
 
 lib.ingot_device_count.argtypes = [ctypes.c_int]
 lib.ingot_device_count.restype = ctypes.c_int
@@ -113,3 +113,37 @@ def diff(name, *args, tol=None):
         if w is not None:
             _compare(g, w, f"{name} out slot {i}", tol)
     return want
+
+
+declare({
+    "ingot_graph_begin": (ctypes.c_int, [Device]),
+    "ingot_graph_end": (ctypes.c_void_p, [Device]),
+    "ingot_graph_replay": (ctypes.c_int, [ctypes.c_void_p]),
+    "ingot_graph_destroy": (None, [ctypes.c_void_p]),
+    "ingot_synchronize": (ctypes.c_int, [Device]),
+})
+
+
+def check_graph_replays(fn, shape, dtype, rng, replays=3):
+    """fn(x) (a device tensor, or a tuple of them) captured once on a device input x, then
+    replayed after copying new values into x: every replay equals fn run eagerly on them."""
+    dx = to_device(tensor(rng.standard_normal(shape).astype(dtype)))
+    as_tuple = lambda r: r if isinstance(r, tuple) else (r,)
+    as_tuple(fn(dx))  # warm-up: lazy setup is not captured
+    assert lib.ingot_synchronize(CUDA) == 0
+    assert lib.ingot_graph_begin(CUDA) == 0
+    try:
+        got = as_tuple(fn(dx))
+    finally:
+        graph = lib.ingot_graph_end(CUDA)
+    assert graph, "graph capture failed"
+    try:
+        for _ in range(replays):
+            call("ingot_copy_", dx, to_device(tensor(rng.standard_normal(shape).astype(dtype))))
+            assert lib.ingot_graph_replay(graph) == 0
+            want = as_tuple(fn(dx))
+            for g, w in zip(got, want):
+                np.testing.assert_array_equal(to_numpy(g), to_numpy(w))
+    finally:
+        g = w = got = want = None  # the captured outputs go before the graph's private pool
+        lib.ingot_graph_destroy(graph)

@@ -13,7 +13,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import ml_dtypes
 import numpy as np
 import pytest
-from cuda_diff import OUT_SLOT, diff, needs_cuda
+from cuda_diff import OUT_SLOT, check_graph_replays, diff, needs_cuda
 from ingot_ctypes import call, strided, tensor, to_numpy, transposed
 
 pytestmark = needs_cuda
@@ -344,6 +344,43 @@ def test_softmax_long_rows(op, dt):
     diff("ingot_" + op, tensor(a.astype(NP[dt])), 1)
     v = call("ingot_narrow", tensor(a.astype(NP[dt])), 1, 3, 999999)
     diff("ingot_" + op, v, -1)
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("dt", ["float32", "bfloat16", "float16"])
+def test_softmax_cluster_rows(op, dt):
+    """The row-cluster path (rows of 16384 up to 163840 f32 / 196608 16-bit elements, 8
+    slices a row of a multiple of 16 bytes): its bounds and one past them (other paths), odd
+    lengths (unaligned rows: element loads), rows of a wider tensor (row stride > length,
+    aligned and unaligned starts), spikes on both sides of a slice boundary, NaN / +inf in
+    the last slice, all -inf and all-equal rows."""
+    cap = 163840 if dt == "float32" else 196608
+    n = 4 if dt == "float32" else 8  # elements per 16 bytes
+    for V in [16383, 16384, 16385, 65537, 151936, cap - 1, cap, cap + 1]:
+        per_block = -(-V // 8)
+        chunk = -(-per_block // n) * n  # the slice length: a multiple of 16 bytes
+        a = (rng.standard_normal((6, V)) * 4).astype(np.float32)
+        a[0, chunk - 1] = 30.0  # the largest value, last of slice 0
+        a[0, chunk] = 29.0  # and the next one, first of slice 1
+        a[1, V - 1] = np.nan
+        a[2, V - 2] = np.inf
+        a[3, :] = -np.inf
+        a[4, :] = 1.5
+        diff("ingot_" + op, tensor(a.astype(NP[dt])), 1)
+    w = (rng.standard_normal((5, 151936 + 24)) * 4).astype(NP[dt])
+    for start in (0, 3, 16):
+        diff("ingot_" + op, call("ingot_narrow", tensor(w), 1, start, 151936), -1)
+    for shape in [(140, 16384), (140, 65536)]:  # many rows: cluster only for long ones
+        diff("ingot_" + op, tensor((rng.standard_normal(shape) * 4).astype(NP[dt])), 1)
+    one = (rng.standard_normal((1, 100000)) * 4).astype(NP[dt])
+    diff("ingot_" + op, tensor(one), 1)
+    diff("ingot_" + op, tensor(one[0]), 0)
+
+
+@pytest.mark.parametrize("rows", [1, 64])
+def test_softmax_vocab_graph(rows):
+    """The vocabulary softmax captured in a graph and replayed on new inputs."""
+    check_graph_replays(lambda x: call("ingot_softmax", x, -1), (rows, 151936), np.float32, rng)
 
 
 # ----------------------------------------------------- > 2^31 elements ----

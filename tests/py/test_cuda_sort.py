@@ -10,7 +10,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from cuda_diff import CUDA, OUT_SLOT, diff, needs_cuda, to_device
+from cuda_diff import CUDA, OUT_SLOT, check_graph_replays, diff, needs_cuda, to_device
 from ingot_ctypes import (IngotError, call, out_ptr, strided, take, tensor, to_numpy,
                           transposed)
 
@@ -240,6 +240,51 @@ def test_topk_ties_and_specials():
     for largest in (True, False):
         check_topk(tensor(y), 64, 1, largest)
         check_topk(tensor(y), 8, 0, largest)
+
+
+@pytest.mark.parametrize("dt", ["float32", "bfloat16", "float16"])
+def test_topk_cluster_rows(dt):
+    """The row-cluster top-k (k <= 8, unit stride, rows of 16384 up to 163840 f32 / 196608
+    16-bit elements, 8 slices a row): its bounds and one past them, odd lengths (unaligned
+    rows), k 1..9 (9 takes the other path), both directions, the best values in one slice
+    or spread over slice boundaries, ties across slices (lower index first), more NaN than
+    k, +-inf, -0.0 / 0.0, and rows of a wider tensor (row stride > length)."""
+    cap = 163840 if dt == "float32" else 196608
+    for V in [16383, 16384, 16385, 100001, 151936, cap, cap + 1]:
+        x = rng.standard_normal((5, V)).astype(np.float32)
+        x[0, 100:110] = 50.0 + np.arange(10)  # all in slice 0
+        x[1, ::V // 9] = 7.0  # ties spread over every slice
+        x[1, 5::V // 9] = -7.0
+        x[2, rng.integers(0, V, 12)] = np.nan
+        x[2, [3, V - 1]] = np.inf
+        x[2, [4, V - 2]] = -np.inf
+        x[3, :] = 0.0
+        x[3, 1::2] = -0.0
+        x[4, V - 9:] = [9, 8, 7, 6, 5, -5, -6, -7, -8]  # the best in the last slice
+        t = tensor(x.astype(REAL[dt]))
+        for k in range(1, 10) if V in (16384, 151936) else (1, 8, 9):
+            for largest in (True, False):
+                check_topk(t, k, 1, largest)
+    w = rng.standard_normal((3, 151936 + 24)).astype(REAL[dt])
+    for start in (0, 3, 16):
+        v = call("ingot_narrow", tensor(w), 1, start, 151936)
+        for largest in (True, False):
+            check_topk(v, 8, -1, largest)
+    check_topk(tensor(rng.standard_normal(151936).astype(REAL[dt])), 8, 0, True)
+    for shape in [(140, 16384), (140, 65536)]:  # many rows: cluster only for long ones
+        check_topk(tensor(rng.standard_normal(shape).astype(REAL[dt])), 8, 1, True)
+
+
+@pytest.mark.parametrize("rows", [1, 64])
+def test_topk_vocab_graph(rows):
+    """The vocabulary top-8 captured in a graph and replayed on new inputs."""
+
+    def topk(x):
+        slot = out_ptr()
+        v = call("ingot_topk", x, 8, -1, True, True, slot)
+        return v, take(slot)
+
+    check_graph_replays(topk, (rows, 151936), np.float32, rng)
 
 
 def test_topk_layouts_and_edges():
