@@ -194,6 +194,7 @@ static const char *qdwh_run(qdwh *q, ingot_op_args *a) {
   ingot_tensor *A = a->in[0];
   int64_t sh[3] = {q->batch, q->R, q->C};
   ingot_tensor *X3 = ingot_reshape(q->wide ? mT(A) : A, 3, sh), *s[4] = {NULL};
+  if (X3 && ingot_dtype_of(X3) != q->dt) X3 = ingot_cast(X3, q->dt); /* f32 in f64 */
   const char *why = X3 ? member_scales(q, X3, s) : "an op failed";
   if (why) return why;
   ingot_tensor *Xs = ingot_mul(ingot_mul(X3, s[0]), s[1]);
@@ -235,15 +236,21 @@ bool linalg_svd_qdwh(ingot_op_args *a) {
   int64_t m = sh[nd - 2], n = sh[nd - 1], batch = 1;
   for (int i = 0; i < nd - 2; i++) batch *= sh[i];
   if ((dt != INGOT_F32 && dt != INGOT_F64) || m == 0 || n == 0 || batch == 0) return false;
+  /* f32 input iterates in f64 unless INGOT_SVD_QDWH_F32=1: in f32 the
+   * residual was ~6e-4 s_max at 2048^2 (gesvdj ~1e-5, small singular values
+   * off by percents); in f64 it is ~1e-15 and the result is f32's rounding
+   * of it, for 90 instead of 77 ms on the H200 (docs/perf-notes.md). */
+  const char *f32 = getenv("INGOT_SVD_QDWH_F32");
+  ingot_dtype wdt = dt == INGOT_F32 && !(f32 && atoi(f32)) ? INGOT_F64 : dt;
   qdwh q = {.batch = batch,
             .R = m < n ? n : m,
             .C = m < n ? m : n,
-            .dt = dt,
+            .dt = wdt,
             .dev = ingot_device_of(A),
             .uv = a->iarg[0],
             .full = a->iarg[1],
             .wide = m < n,
-            .eps = dt == INGOT_F32 ? FLT_EPSILON : DBL_EPSILON};
+            .eps = wdt == INGOT_F32 ? FLT_EPSILON : DBL_EPSILON};
   q.tol = 32 * q.eps * (double)(q.R > 16 ? q.R : 16);
   q.host = malloc(sizeof(double) * 3 * (size_t)batch);
   ingot_scope_begin();

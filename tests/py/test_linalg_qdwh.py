@@ -115,16 +115,35 @@ def test_qdwh_batch_of_adversarial_members(dt, device, forced, capfd):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("dt,steps", [(np.float32, "2 QR + 2 Cholesky"),
-                                      (np.float64, "2 QR + 4 Cholesky")],
-                         ids=["float32", "float64"])
-def test_qdwh_plan(dt, steps, device, forced, capfd):
+@pytest.mark.parametrize("dt,f32,steps", [(np.float32, "0", "2 QR + 4 Cholesky"),
+                                          (np.float32, "1", "2 QR + 2 Cholesky"),
+                                          (np.float64, "0", "2 QR + 4 Cholesky")],
+                         ids=["float32", "float32-in-f32", "float64"])
+def test_qdwh_plan(dt, f32, steps, device, forced, capfd, monkeypatch):
     """The fixed plan from l0 = eps: QR-based steps while c > 100, then
-    Cholesky-based ones (l reaches 1 in 4 steps in f32, 6 in f64)."""
+    Cholesky-based ones (l reaches 1 in 4 steps in f32, 6 in f64). f32
+    input iterates in f64 unless INGOT_SVD_QDWH_F32=1."""
+    monkeypatch.setenv("INGOT_SVD_QDWH_F32", f32)
     mk, _ = makers(device)
     la("svdvals", mk(randm(np.random.default_rng(14), (30, 30), dt)))
     lines = qdwh_lines(capfd)
     assert len(lines) == 1 and f": {steps} steps," in lines[0], lines
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_qdwh_f32_accuracy(device, forced, capfd):
+    """f32 input, iterated in f64: every singular value within a few f32
+    roundings of numpy's f64 SVD of the same f32 matrix (the small ones
+    included: an f32 iteration is ~100x off there), U S V^T as close."""
+    mk, _ = makers(device)
+    a = randm(np.random.default_rng(15), (300, 300), np.float32)
+    u, s, vh = la("svd", mk(a), False, nout=2)
+    ref = np.linalg.svd(a.astype(np.float64), compute_uv=False)
+    eps = np.finfo(np.float32).eps
+    assert np.abs(s.astype(np.float64) - ref).max() <= 8 * eps * ref[0]
+    rec = (u.astype(np.float64) * s.astype(np.float64)) @ vh.astype(np.float64)
+    assert np.linalg.norm(rec - a) <= 8 * eps * np.sqrt(300) * np.linalg.norm(a)
+    assert_all_kept(capfd, 1)
 
 
 @pytest.mark.parametrize("device", DEVICES)
