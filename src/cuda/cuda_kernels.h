@@ -38,6 +38,15 @@ void cuda_register_qgemv(ingot_backend *be); /* qgemv.cu: QMATMUL, QGET_ROWS */
 ingot_status cuda_check_index_range(const char *op, const ingot_tensor *idx, int64_t size, int dim);
 void cuda_register_moe(ingot_backend *be);
 
+/* ATTENTION_CACHED for T > 1 query rows (src/cuda/attention_prefill.cu):
+ * whether the tiled prefill kernel takes (T, head_dim D), and its launch on
+ * s (q float32 [T, Hq, D], caches [ctx, Hkv, D] float32 or float16 (half),
+ * pos int32 [T]; out float32 [T, Hq, D]). */
+bool cuda_attention_prefill_handles(int T, int D);
+cudaError_t cuda_attention_prefill(const float *q, const void *kc, const void *vc, bool half,
+                                   const int32_t *pos, float *out, int T, int Hq, int Hkv, int D,
+                                   int ctx, float scale, cudaStream_t s);
+
 /* Map a CUDA error to an ingot status and message (INGOT_OK on success). */
 ingot_status cuda_check(cudaError_t err, const char *what);
 /* Make device current for this thread: cudaSetDevice only when cudaGetDevice
