@@ -77,8 +77,8 @@ ingot_status dev_forward(struct ingot_model *m, const int32_t *tokens, int64_t n
  * *logits = f32 [1, vocab] in the caller's scope (not copied into
  * d->logits). No host round trip (capturable). */
 ingot_status dev_forward_step(struct ingot_model *m, ingot_tensor **logits);
-/* On a device other than the CPU: one forward of a full prefill chunk, one
- * of a single token and one draw of the sampler, cache and position left as
+/* On a device other than the CPU: forwards of a full prefill chunk, of a
+ * short prompt and of a single token, and draws of the sampler, cache and position left as
  * they were (n_past kept; rows past it are rewritten before any read), so
  * that the first prompt pays no first-use costs (lazy kernel module loads,
  * cuBLASLt handle, workspace and heuristics, allocator growth).

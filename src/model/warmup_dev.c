@@ -30,17 +30,18 @@ ingot_status dev_model_warmup(ingot_model *m) {
   dev_model *d = m->devm;
   const char *no = getenv("INGOT_NO_WARMUP");
   if (!d || d->dev.kind == INGOT_DEVICE_CPU || (no && *no && strcmp(no, "0") != 0)) return INGOT_OK;
-  /* A full chunk (the prefill products and attention at the size a long
-   * prompt runs), then one token (the decode kernels). */
-  int64_t room = m->cfg.ctx - m->n_past, n = room < DEV_CHUNK ? room : DEV_CHUNK;
-  if (n <= 0) return INGOT_OK;
-  int32_t *ids = calloc((size_t)n, sizeof *ids); /* token 0: any valid id does */
+  /* A full chunk (the bf16 prefill products and the prefill attention at
+   * the size a long prompt runs), a short prompt (the f32 products), one
+   * token (the decode kernels). */
+  const int64_t sizes[3] = {DEV_CHUNK, 16, 1}, room = m->cfg.ctx - m->n_past, past = m->n_past;
+  if (room <= 0) return INGOT_OK;
+  int32_t *ids = calloc((size_t)(room < DEV_CHUNK ? room : DEV_CHUNK), sizeof *ids); /* token 0 */
   if (!ids) return ingot_set_error(INGOT_ERR_OOM, "model warm-up: out of memory");
-  int64_t past = m->n_past;
-  ingot_status st = dev_forward(m, ids, n, NULL);
-  m->n_past = past;
-  if (!st) st = dev_forward(m, ids, 1, NULL);
-  m->n_past = past;
+  ingot_status st = INGOT_OK;
+  for (int i = 0; i < 3 && !st; i++) {
+    st = dev_forward(m, ids, sizes[i] < room ? sizes[i] : room, NULL);
+    m->n_past = past;
+  }
   free(ids);
   if (!st) st = warm_sampler(d);
   if (!st) st = (ingot_status)ingot_synchronize(d->dev);
