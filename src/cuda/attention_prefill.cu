@@ -9,8 +9,9 @@
 //   output accumulator in registers). Tiles are launched last-first: in a
 //   causal prompt the last rows see the most keys, so they start first.
 // - The block walks the cache rows 0..max(pos of its rows) in tiles of kKeys
-//   rows: K and V rows are converted to f32 into shared memory (rows past
-//   that maximum are zero and never read from global memory), every row
+//   rows: K and V rows are converted to f32 into shared memory (4 elements
+//   a load, vector loads when the caches are aligned; rows past that
+//   maximum are zero and never read from global memory), every row
 //   scores the whole tile (independent dot products: ILP), takes the tile's
 //   maximum, rescales its running sum and accumulator once a tile (online
 //   softmax), and adds p * V for the keys at or before its own position.
@@ -33,16 +34,34 @@ constexpr int kLanes = 8;                 // lanes a query row
 constexpr int kKeys = 32;                 // cache rows a tile
 constexpr int kThreads = kRows * kLanes;  // 128
 static_assert(32 % kLanes == 0, "a row's lanes lie in one warp");
+static_assert(kKeys * 64 / 4 % kThreads == 0, "a tile's float4s split evenly over the block");
 
 __device__ __forceinline__ int clamp_pos(int p, int ctx) {
   return p < 0 ? 0 : p >= ctx ? ctx - 1 : p;
+}
+
+// Four consecutive cache elements as f32: one 16-byte (f32) or 8-byte (f16)
+// load when vec (aligned caches), else four scalar loads.
+__device__ __forceinline__ float4 load4(const float *p, bool vec) {
+  if (vec) return __ldg(reinterpret_cast<const float4 *>(p));
+  return make_float4(p[0], p[1], p[2], p[3]);
+}
+__device__ __forceinline__ float4 load4(const f16_t *p, bool vec) {
+  if (vec) {
+    const uint2 u = __ldg(reinterpret_cast<const uint2 *>(p));
+    return make_float4(
+        fp_f16_to_f32((uint16_t)(u.x & 0xffffu)), fp_f16_to_f32((uint16_t)(u.x >> 16)),
+        fp_f16_to_f32((uint16_t)(u.y & 0xffffu)), fp_f16_to_f32((uint16_t)(u.y >> 16)));
+  }
+  return make_float4(to_acc(p[0]), to_acc(p[1]), to_acc(p[2]), to_acc(p[3]));
 }
 
 template <class C, int D>
 __global__ void __launch_bounds__(kThreads)
     attn_prefill_kernel(const float *__restrict__ q, const C *__restrict__ kc,
                         const C *__restrict__ vc, const int32_t *__restrict__ pos,
-                        float *__restrict__ out, int T, int Hq, int Hkv, int ctx, float scale) {
+                        float *__restrict__ out, int T, int Hq, int Hkv, int ctx, float scale,
+                        bool vec) {
   constexpr int NV = D / (4 * kLanes);  // float4 columns a lane
   __shared__ float4 ks[kKeys][D / 4], vs[kKeys][D / 4];
   __shared__ int kmax_s;
@@ -67,12 +86,14 @@ __global__ void __launch_bounds__(kThreads)
   const int kmax = kmax_s;
   for (int k0 = 0; k0 <= kmax; k0 += kKeys) {
     __syncthreads();  // the previous tile is consumed
-    float *kf = &ks[0][0].x, *vf = &vs[0][0].x;
-    for (int i = threadIdx.x; i < kKeys * D; i += kThreads) {
-      const int j = i / D, row = k0 + j;
-      const int64_t g = ((int64_t)row * Hkv + kh) * D + i % D;
-      kf[i] = row <= kmax ? to_acc(kc[g]) : 0.f;
-      vf[i] = row <= kmax ? to_acc(vc[g]) : 0.f;
+                      // All of a thread's loads issued back to back (a fixed trip count).
+#pragma unroll
+    for (int it = 0; it < kKeys * D / 4 / kThreads; it++) {
+      const int i = threadIdx.x + it * kThreads, j = i / (D / 4), c = i % (D / 4), row = k0 + j;
+      const int64_t g = ((int64_t)row * Hkv + kh) * D + 4 * c;
+      const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+      ks[j][c] = row <= kmax ? load4(kc + g, vec) : z;
+      vs[j][c] = row <= kmax ? load4(vc + g, vec) : z;
     }
     __syncthreads();
     float s[kKeys];
@@ -137,11 +158,14 @@ cudaError_t launch_prefill(const float *q, const void *kc, const void *vc, const
                            cudaStream_t s) {
   const dim3 grid((unsigned)((T + kRows - 1) / kRows), (unsigned)Hq);
   const C *k = (const C *)kc, *v = (const C *)vc;
+  const uintptr_t al = 4 * sizeof(C);  // rows start 4-element aligned: D % 4 == 0
+  const bool vec = (uintptr_t)kc % al == 0 && (uintptr_t)vc % al == 0;
   if (D == 64)
-    attn_prefill_kernel<C, 64><<<grid, kThreads, 0, s>>>(q, k, v, pos, out, T, Hq, Hkv, ctx, scale);
+    attn_prefill_kernel<C, 64>
+        <<<grid, kThreads, 0, s>>>(q, k, v, pos, out, T, Hq, Hkv, ctx, scale, vec);
   else
     attn_prefill_kernel<C, 128>
-        <<<grid, kThreads, 0, s>>>(q, k, v, pos, out, T, Hq, Hkv, ctx, scale);
+        <<<grid, kThreads, 0, s>>>(q, k, v, pos, out, T, Hq, Hkv, ctx, scale, vec);
   return cudaGetLastError();
 }
 
