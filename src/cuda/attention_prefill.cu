@@ -19,7 +19,8 @@
 //   from L2 for the other heads).
 // - Special values as the CPU reference: keys past a row's position never
 //   enter its sums (a select, so NaN or inf there change nothing); a NaN
-//   score, a +inf score, or every score -inf gives a NaN row (exp of NaN);
+//   score or a +inf score gives a NaN row (exp of NaN), every score -inf
+//   too (0 / 0), -inf scores otherwise weigh 0 in every tile;
 //   pos is clamped into [0, ctx) as the decode kernels do.
 // - f32 SIMT arithmetic (no tensor cores yet: docs/perf-notes.md); no host
 //   sync, no scratch, on the caller's stream (capturable).
@@ -120,7 +121,10 @@ __global__ void __launch_bounds__(kThreads)
     float ts = 0.f;
 #pragma unroll
     for (int j = 0; j < kKeys; j++) {
-      s[j] = j < nk ? expf(s[j] - mn) : 0.f;
+      // A -inf score weighs 0 even while every score so far is -inf (mn =
+      // -inf: exp would give NaN where the CPU, knowing the row's maximum,
+      // gives 0); a row of only -inf scores still ends NaN (0 / 0).
+      s[j] = j < nk && s[j] != -INFINITY ? expf(s[j] - mn) : 0.f;
       ts += s[j];
     }
     l = l * corr + ts;

@@ -669,6 +669,22 @@ def test_cuda_attention_prefill_special_values(dh):
     assert np.isinf(out[26, 0, 9])
 
 
+@pytest.mark.parametrize("dh", [64, 128])
+def test_cuda_attention_prefill_leading_neg_inf_scores(dh):
+    """Keys 0..39 score -inf (more than a tile of 32), later keys finite: the
+    rows that see a finite key are finite as on the CPU (the -inf keys weigh
+    0), the rows before them NaN (every score -inf)."""
+    rng = np.random.default_rng(seed(dh, "neginf"))
+    T, ctx = 70, 70
+    q, kc, vc = attn_inputs(rng, T, 4, 1, dh, ctx, np.float32)
+    kc[:40, 0, 0] = -np.inf
+    q[:, :, 0] = 1.0
+    pos = np.arange(T, dtype=np.int32)
+    out = to_numpy(diff("ingot_attention_cached", tensor(q), tensor(kc), tensor(vc),
+                        tensor(pos), 0.125, tol=ATT_TOL))
+    assert np.isnan(out[:40]).all() and np.isfinite(out[40:]).all()
+
+
 @pytest.mark.parametrize("dt", [np.float32, np.float16])
 def test_cuda_attention_prefill_unaligned_cache(dt):
     """Caches starting one element past an aligned address (views)."""
