@@ -702,3 +702,45 @@ def test_cuda_attention_prefill_unaligned_cache(dt):
     got = to_numpy(call("ingot_attention_cached", dev(q), shifted(kc), shifted(vc), dev(pos),
                         0.125))
     np.testing.assert_allclose(got, want, rtol=ATT_TOL[0], atol=ATT_TOL[1])
+
+
+def test_graph_capture_prefill():
+    """The bf16 prefill product (M = 80) and the prefill attention (T = 20)
+    captured once (after a warm-up: cuBLASLt's workspace) and replayed on new
+    inputs: the CPU's results within their bounds."""
+    rng = np.random.default_rng(seed("graph", "prefill"))
+    tid, cols, wq, w64 = qtable("Q4_1", 50, 4, rng)
+    wd = dev(wq)
+    x_d = dev(np.zeros((80, cols), np.float32))
+    T, ctx, dh = 20, 40, 64
+    q_d = dev(np.zeros((T, 4, dh), np.float32))
+    kc, vc = [rng.standard_normal((ctx, 2, dh)).astype(np.float32) for _ in range(2)]
+    kd, vd = dev(kc), dev(vc)
+    pos = (5 + np.arange(T)).astype(np.int32)
+    pos_d = dev(pos)
+
+    def run():
+        return (call("ingot_qmatmul", x_d, wd, tid, cols),
+                call("ingot_attention_cached", q_d, kd, vd, pos_d, 0.125))
+
+    run()
+    assert lib.ingot_graph_begin(CUDA) == 0, lib.ingot_last_error()
+    try:
+        y_d, o_d = run()
+    finally:
+        g = lib.ingot_graph_end(CUDA)
+    assert g, lib.ingot_last_error()
+    try:
+        for _ in range(2):
+            x = rng.standard_normal((80, cols)).astype(np.float32)
+            q = rng.standard_normal((T, 4, dh)).astype(np.float32)
+            call("ingot_copy_", x_d, dev(x))
+            call("ingot_copy_", q_d, dev(q))
+            assert lib.ingot_graph_replay(g) == 0, lib.ingot_last_error()
+            want = to_numpy(call("ingot_qmatmul", tensor(x), tensor(wq), tid, cols))
+            check_close(to_numpy(y_d), want, x, np.abs(w64))
+            want = to_numpy(call("ingot_attention_cached", tensor(q), tensor(kc), tensor(vc),
+                                 tensor(pos), 0.125))
+            np.testing.assert_allclose(to_numpy(o_d), want, rtol=ATT_TOL[0], atol=ATT_TOL[1])
+    finally:
+        lib.ingot_graph_destroy(g)
