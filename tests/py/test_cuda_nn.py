@@ -16,6 +16,14 @@ qmatmul_fused with |cuda - cpu| <= 2e-5 * (|x_n| @ |W|^T + |res|) + 1e-6 (the
 inverse RMS is summed in another order: a few ulps); one launch for M <= 8
 when x fits in shared memory, rms_norm + GEMV (+ residual epilogue) when it
 does not or rows are not 16-byte aligned, rms_norm + prefill + add for M > 8.
+Prefill products (M >= 64: W dequantised to bf16, x rounded to bf16, bf16
+tensor cores with f32 accumulation): |cuda - cpu| <= (2^-7 + 2e-5) * (|x| @
+|W|^T) + 1e-6 (both operands carry 2^-8 relative rounding), every type,
+either side of the threshold, SmolLM2's shapes at 501 and 512 rows.
+attention_cached with T > 1 (the tiled prefill kernel, head_dim 64/128, f32
+and f16 caches): against the CPU within rtol 1e-4 / atol 1e-5 (2e-4 for a
+1200-row cache): causal chunks at odd sizes and offsets, positions in any
+order, GQA groups of 1-8, special values, unaligned caches, graph capture.
 qget_rows: bit-exact (both decoders reproduce ggml's dequantize_row_*).
 rms_norm / swiglu: cuda_diff's tolerances per dtype (f32 1e-5, f16 2e-3,
 bf16 1.6e-2 relative: at most an ulp of the output dtype apart).
