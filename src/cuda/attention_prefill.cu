@@ -86,8 +86,9 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   const int kmax = kmax_s;
   for (int k0 = 0; k0 <= kmax; k0 += kKeys) {
-    __syncthreads();  // the previous tile is consumed
-                      // All of a thread's loads issued back to back (a fixed trip count).
+    // Once the previous tile is consumed: this one's loads, all of a thread's
+    // issued back to back (a fixed trip count).
+    __syncthreads();
 #pragma unroll
     for (int it = 0; it < kKeys * D / 4 / kThreads; it++) {
       const int i = threadIdx.x + it * kThreads, j = i / (D / 4), c = i % (D / 4), row = k0 + j;
