@@ -520,6 +520,10 @@ ingot_status k_attention_cached(ingot_op_args *a) {
   const void *kc = ingot_tensor_data(a->in[1]), *vc = ingot_tensor_data(a->in[2]);
   bool half = ingot_dtype_of(a->in[1]) == INGOT_F16;
   float scale = (float)a->farg[0];
+  if (cuda_attention_prefill_handles(T, D))  // many rows: tiled kernel (attention_prefill.cu)
+    return cuda_check(cuda_attention_prefill(q, kc, vc, half, pos, (float *)ingot_tensor_data(out),
+                                             T, Hq, Hkv, D, ctx, scale, s),
+                      "attention_cached prefill kernel");
   if (ctx <= kSingleRows) {  // a cluster per (head, row): one launch, no partials
     float *o = (float *)ingot_tensor_data(out);
     if (half)

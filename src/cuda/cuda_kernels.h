@@ -38,6 +38,25 @@ void cuda_register_qgemv(ingot_backend *be); /* qgemv.cu: QMATMUL, QGET_ROWS */
 ingot_status cuda_check_index_range(const char *op, const ingot_tensor *idx, int64_t size, int dim);
 void cuda_register_moe(ingot_backend *be);
 
+/* ATTENTION_CACHED for T > 1 query rows (src/cuda/attention_prefill.cu):
+ * whether the tiled prefill kernel takes (T, head_dim D), and its launch on
+ * s (q float32 [T, Hq, D], caches [ctx, Hkv, D] float32 or float16 (half),
+ * pos int32 [T]; out float32 [T, Hq, D]). */
+bool cuda_attention_prefill_handles(int T, int D);
+/* y [m, n] f32 = x [m, k] . w [n, k]^T, x and w bf16 row-major, f32
+ * accumulation, on stream s of device dev (cuBLASLt, src/cuda/matmul.cu);
+ * *declined with INGOT_OK when cuBLASLt has no algorithm for it. */
+ingot_status cuda_gemm_bf16_nt(int dev, cudaStream_t s, const void *x, const void *w, float *y,
+                               int64_t m, int64_t n, int64_t k, bool *declined);
+/* QMATMUL's y [M, N] = x [M, K] . deq(W)^T on bf16 tensor cores (f32
+ * accumulation) when x has enough rows (src/cuda/qmatmul_prefill.cu): *done
+ * false with nothing launched when it does not take the product. */
+ingot_status cuda_qmatmul_prefill_bf16(const ingot_tensor *x, const ingot_tensor *w, int type,
+                                       int64_t k, ingot_tensor *y, cudaStream_t s, bool *done);
+cudaError_t cuda_attention_prefill(const float *q, const void *kc, const void *vc, bool half,
+                                   const int32_t *pos, float *out, int T, int Hq, int Hkv, int D,
+                                   int ctx, float scale, cudaStream_t s);
+
 /* Map a CUDA error to an ingot status and message (INGOT_OK on success). */
 ingot_status cuda_check(cudaError_t err, const char *what);
 /* Make device current for this thread: cudaSetDevice only when cudaGetDevice

@@ -715,6 +715,28 @@ ingot_status k_scaled_mm(ingot_op_args *a) {
 
 }  // namespace
 
+// y [m, n] (f32, row-major, ld n) = x [m, k] . w [n, k]^T with x and w bf16
+// row-major (ld k), f32 accumulation: cuBLASLt's TN case (Lt's A = w, B = x),
+// through the handle, workspace and algorithm cache above. *declined (and
+// INGOT_OK) when Lt has no algorithm for it.
+extern "C" ingot_status cuda_gemm_bf16_nt(int dev, cudaStream_t s, const void *x, const void *w,
+                                          float *y, int64_t m, int64_t n, int64_t k,
+                                          bool *declined) {
+  const float one = 1.0f, zero = 0.0f;
+  LtGemm g;
+  g.compute = CUBLAS_COMPUTE_32F;
+  g.scale_type = CUDA_R_32F;
+  g.alpha = &one;
+  g.beta = &zero;
+  g.opa = CUBLAS_OP_T;
+  g.opb = CUBLAS_OP_N;
+  g.A = {w, CUDA_R_16BF, (uint64_t)k, (uint64_t)n, k, 0};
+  g.B = {x, CUDA_R_16BF, (uint64_t)k, (uint64_t)m, k, 0};
+  g.D = {y, CUDA_R_32F, (uint64_t)n, (uint64_t)m, n, 0};
+  g.batch = 1;
+  return lt_run(dev, s, g, declined);
+}
+
 extern "C" void cuda_register_matmul(ingot_backend *be) {
   be->kernels[INGOT_OP_MATMUL] = k_matmul;
   be->kernels[INGOT_OP_SCALED_MM] = k_scaled_mm;

@@ -26,8 +26,8 @@
 // - M > 8 (prefill): W is dequantised (the QGET_ROWS kernel with the
 //   identity ids) into an f32 scratch tensor from the caching allocator, and
 //   the CUDA MATMUL kernel (cuBLASLt, f32, no TF32) multiplies x by its
-//   transpose straight into y: correct first; a bf16/f16 scratch is the
-//   faster follow-up (docs/perf-notes.md). A norm is applied first (the
+//   transpose straight into y; from 64 rows on, a bf16 scratch and bf16
+//   tensor cores instead (qmatmul_prefill.cu). A norm is applied first (the
 //   RMS_NORM kernel), res added after (add_res_kernel).
 // - QGET_ROWS: one thread per (id, 32-element unit). Ids are checked as
 //   embedding checks them (cuda_check_index_range); with checks off an
@@ -159,13 +159,15 @@ ingot_status launch_add_res(float *y, const float *res, int64_t n, cudaStream_t 
 ingot_status qmatmul_prefill(ingot_tensor *x, ingot_tensor *w, int type, int64_t k, ingot_tensor *y,
                              cudaStream_t s) {
   const int64_t m = ingot_shape(x)[0], n = ingot_shape(w)[0];
+  bool done = false;  // many rows: bf16 tensor cores (qmatmul_prefill.cu)
+  ingot_status st = cuda_qmatmul_prefill_bf16(x, w, type, k, y, s, &done);
+  if (st || done) return st;
   const int64_t dshape[3] = {1, n, k}, xshape[3] = {1, m, k}, yshape[3] = {1, m, n};
   ingot_tensor *deq = ingot_empty(3, dshape, INGOT_F32, ingot_device_of(w));
   if (!deq) return ingot_last_status();
-  ingot_status st =
-      cuda_check(launch_get_rows(type, (const uint8_t *)ingot_tensor_data(w), ingot_shape(w)[1], n,
-                                 nullptr, n, k, (float *)ingot_tensor_data(deq), s),
-                 "qmatmul dequantise kernel");
+  st = cuda_check(launch_get_rows(type, (const uint8_t *)ingot_tensor_data(w), ingot_shape(w)[1], n,
+                                  nullptr, n, k, (float *)ingot_tensor_data(deq), s),
+                  "qmatmul dequantise kernel");
   ingot_op_args mm = {};
   mm.op = INGOT_OP_MATMUL, mm.nin = 2, mm.nout = 1;
   mm.in[0] = st ? nullptr : ingot_view(x, 3, xshape);

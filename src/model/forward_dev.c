@@ -15,8 +15,6 @@
 #include "forward_dev.h"
 #include "model_internal.h"
 
-#define DEV_CHUNK 512 /* prefill rows per pass (one launch set per chunk and layer) */
-
 /* Rows padded to a multiple of 16 bytes (zeros; qmatmul and qget_rows skip
  * them): every row then starts 16-byte aligned, so the CUDA GEMV reads any
  * block type with 16-byte loads. One host staging buffer, one upload. */

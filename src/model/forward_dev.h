@@ -46,6 +46,8 @@ typedef struct dev_model {
   ingot_tensor *pos;      /* int32 [1]: its position */
 } dev_model;
 
+#define DEV_CHUNK 512 /* prefill rows per pass (one launch set per chunk and layer) */
+
 struct ingot_model;
 struct qweight;
 struct moe_weights;
@@ -75,5 +77,12 @@ ingot_status dev_forward(struct ingot_model *m, const int32_t *tokens, int64_t n
  * *logits = f32 [1, vocab] in the caller's scope (not copied into
  * d->logits). No host round trip (capturable). */
 ingot_status dev_forward_step(struct ingot_model *m, ingot_tensor **logits);
+/* On a device other than the CPU: forwards of a full prefill chunk, of a
+ * short prompt and of a single token, and draws of the sampler, cache and position left as
+ * they were (n_past kept; rows past it are rewritten before any read), so
+ * that the first prompt pays no first-use costs (lazy kernel module loads,
+ * cuBLASLt handle, workspace and heuristics, allocator growth).
+ * INGOT_NO_WARMUP=1 skips it (src/model/warmup_dev.c). */
+ingot_status dev_model_warmup(struct ingot_model *m);
 
 #endif

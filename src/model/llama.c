@@ -468,6 +468,7 @@ ingot_model *ingot_model_load_ex(const char *path, ingot_device dev,
   }
   if (!hf) /* hf_load prefaults its shards */
     model_prefault(ingot_gguf_tensor_count(m->g), gguf_span, m->g, opts);
+  if (m->devm && dev_model_warmup(m)) goto fail; /* first-use costs here, not in a prompt */
   return m;
 fail:
   ingot_model_free(m);

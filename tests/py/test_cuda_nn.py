@@ -16,6 +16,14 @@ qmatmul_fused with |cuda - cpu| <= 2e-5 * (|x_n| @ |W|^T + |res|) + 1e-6 (the
 inverse RMS is summed in another order: a few ulps); one launch for M <= 8
 when x fits in shared memory, rms_norm + GEMV (+ residual epilogue) when it
 does not or rows are not 16-byte aligned, rms_norm + prefill + add for M > 8.
+Prefill products (M >= 64: W dequantised to bf16, x rounded to bf16, bf16
+tensor cores with f32 accumulation): |cuda - cpu| <= (2^-7 + 2e-5) * (|x| @
+|W|^T) + 1e-6 (both operands carry 2^-8 relative rounding), every type,
+either side of the threshold, SmolLM2's shapes at 501 and 512 rows.
+attention_cached with T > 1 (the tiled prefill kernel, head_dim 64/128, f32
+and f16 caches): against the CPU within rtol 1e-4 / atol 1e-5 (2e-4 for a
+1200-row cache): causal chunks at odd sizes and offsets, positions in any
+order, GQA groups of 1-8, special values, unaligned caches, graph capture.
 qget_rows: bit-exact (both decoders reproduce ggml's dequantize_row_*).
 rms_norm / swiglu: cuda_diff's tolerances per dtype (f32 1e-5, f16 2e-3,
 bf16 1.6e-2 relative: at most an ulp of the output dtype apart).
@@ -27,7 +35,7 @@ import numpy as np
 import pytest
 
 from cuda_diff import CUDA, diff, needs_cuda
-from ingot_ctypes import call, lib, strided, tensor, to_numpy
+from ingot_ctypes import D, P, call, lib, sig, strided, tensor, to_numpy
 from nn_cases import FLOATS, QTYPES, fused_ref, pad16, pad_rows, qcase_special, qtable, seed
 from test_quant import TYPES, random_blocks
 
@@ -56,11 +64,21 @@ def both(wq, tid, cols, x, on_cuda=None):
     return got, want
 
 
+# Products of at least BF16_ROWS rows run on bf16 tensor cores
+# (src/cuda/qmatmul_prefill.cu): x and W rounded to bf16 (unit roundoff
+# 2^-8 each), so a term is off by at most 2^-7 of |x||w|.
+BF16_ROWS = 64
+
+
+def rel_bound(m):
+    return 2e-5 + (2.0 ** -7 if m >= BF16_ROWS else 0.0)
+
+
 def check_close(got, want, x, wabs):
     """wabs: |W| as float64 [N, K] or None (then the bound uses max|W| per row)."""
     assert got.shape == want.shape and got.dtype == np.float32
     assert np.array_equal(np.isnan(got), np.isnan(want))
-    bound = 2e-5 * (np.abs(x.astype(np.float64)) @ wabs.T) + 1e-6
+    bound = rel_bound(x.shape[0]) * (np.abs(x.astype(np.float64)) @ wabs.T) + 1e-6
     err = np.abs(got.astype(np.float64) - want.astype(np.float64))
     err[np.isnan(err)] = 0
     at = np.unravel_index(err.argmax(), err.shape)
@@ -202,7 +220,7 @@ def check_fused_close(got, want, x, w64, norm, eps, res):
     _, mag = fused_ref(x, w64, norm, eps, res)
     err = np.abs(got.astype(np.float64) - want.astype(np.float64))
     err[np.isnan(err)] = 0
-    bound = 2e-5 * mag + 1e-6
+    bound = rel_bound(x.shape[0]) * mag + 1e-6
     at = np.unravel_index(err.argmax(), err.shape)
     assert np.all(err <= bound), f"max err {err.max()} at {at} (bound {bound[at]})"
 
@@ -529,3 +547,208 @@ def test_swiglu_halves_of_one_product(dt, T, F):
     t = tensor(gu)
     g, u = call("ingot_narrow", t, 1, 0, F), call("ingot_narrow", t, 1, F, F)
     diff("ingot_swiglu", g, u)
+
+
+# ---- prefill products: M >= BF16_ROWS on bf16 tensor cores ----
+@pytest.mark.parametrize("name", QTYPES)
+@pytest.mark.parametrize("m", [63, 64, 65, 200])
+def test_qmatmul_prefill_bf16(name, m):
+    """Every type, odd N, either side of the bf16 threshold (63: f32 path),
+    odd K for the float types (rows not 16-byte aligned in bf16: cuBLASLt may
+    decline, then the f32 path)."""
+    rng = np.random.default_rng(seed(name, m, "prefill"))
+    tid, cols, wq, w64 = qtable(name, 37, 3, rng)
+    x = rng.standard_normal((m, cols)).astype(np.float32)
+    got, want = both(wq, tid, cols, x)
+    check_close(got, want, x, np.abs(w64))
+
+
+@pytest.mark.parametrize("n,k", [(960, 576), (3072, 576), (576, 1536), (576, 576)])
+@pytest.mark.parametrize("m", [501, 512])
+def test_qmatmul_prefill_model_shapes(n, k, m):
+    """SmolLM2-135M's prefill products (Q4_1 q|k|v, gate|up, down, o) on a
+    512-token chunk and a 501-token prompt, norm and residual on, padded rows;
+    a NaN in x poisons its row only."""
+    rng = np.random.default_rng(seed("Q4_1", n, k, m, "prefill"))
+    tid, wq = weights_fast("Q4_1", n, k, rng)
+    w64 = to_numpy(call("ingot_qget_rows", tensor(wq), tid, k,
+                        tensor(np.arange(n, dtype=np.int64)))).astype(np.float64)
+    wd = dev(pad_rows(wq, pad16(wq.shape[1]), rng))
+    norm = rng.standard_normal(k).astype(np.float32)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    x[7, 3] = np.nan
+    res = rng.standard_normal((m, n)).astype(np.float32)
+    got, want = fused_both(wq, wd, tid, k, x, norm, res, eps=1e-6)
+    assert np.isnan(got[7]).all() and np.isnan(want[7]).all()
+    keep = np.arange(m) != 7
+    check_fused_close(got[keep], want[keep], x[keep], w64, norm, 1e-6, res[keep])
+
+
+def test_qmatmul_prefill_unaligned_x():
+    """x one float past a 16-byte boundary (a view) with 100 rows."""
+    rng = np.random.default_rng(77)
+    tid, cols, wq, w64 = qtable("Q8_0", 45, 4, rng)
+    x = rng.standard_normal((100, cols)).astype(np.float32)
+    wd = dev(wq)
+    got, want = both(wq, tid, cols, x, lambda: (offset_view(x, x.shape, 1), wd))
+    check_close(got, want, x, np.abs(w64))
+
+
+# ---- attention_cached with many query rows (src/cuda/attention_prefill.cu) ----
+sig("ingot_attention_cached", P, P, P, P, P, D)
+ATT_TOL = (1e-4, 1e-5)  # f32 sums in another order (tiles of 32 keys, online softmax)
+
+
+def attn_inputs(rng, T, hq, hkv, dh, ctx, dt):
+    q = rng.standard_normal((T, hq, dh)).astype(np.float32)
+    kc = rng.standard_normal((ctx, hkv, dh)).astype(dt)
+    vc = rng.standard_normal((ctx, hkv, dh)).astype(dt)
+    kc[min(5, ctx - 1)] *= 8  # a peaked softmax
+    return q, kc, vc
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float16])
+@pytest.mark.parametrize("dh", [64, 128])
+@pytest.mark.parametrize("T,hq,hkv,p0", [(2, 9, 3, 0), (15, 9, 3, 0), (16, 8, 8, 0),
+                                          (17, 4, 1, 0), (33, 16, 2, 31), (100, 9, 3, 5),
+                                          (512, 9, 3, 0), (513, 6, 2, 64)])
+def test_cuda_attention_prefill_causal(dt, dh, T, hq, hkv, p0):
+    """A prompt chunk: rows at positions p0 .. p0 + T - 1 (after p0 cached
+    rows), GQA groups of 1 to 8 heads, tiles of 16 rows and 32 keys cut at odd
+    places; cache rows past the last position hold NaN and are never read."""
+    rng = np.random.default_rng(seed(T, hq, dh, p0, str(dt)))
+    ctx = p0 + T + 9
+    q, kc, vc = attn_inputs(rng, T, hq, hkv, dh, ctx, dt)
+    kc[p0 + T:] = np.nan
+    vc[p0 + T:] = np.inf
+    pos = (p0 + np.arange(T)).astype(np.int32)
+    out = diff("ingot_attention_cached", tensor(q), tensor(kc), tensor(vc), tensor(pos),
+               1 / np.sqrt(dh), tol=ATT_TOL)
+    assert np.isfinite(to_numpy(out)).all()
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float16])
+@pytest.mark.parametrize("dh", [64, 128])
+def test_cuda_attention_prefill_any_positions(dt, dh):
+    """Positions in any order, repeated, at 0 and at ctx - 1 (a tile's keys
+    run to its largest position; each row stops at its own); q strided."""
+    rng = np.random.default_rng(seed(dh, str(dt), "anypos"))
+    T, ctx = 37, 300
+    q, kc, vc = attn_inputs(rng, T, 12, 4, dh, ctx, dt)
+    pos = rng.integers(0, ctx, size=T).astype(np.int32)
+    pos[:4] = [0, ctx - 1, 31, 32]
+    pos[20:23] = 0
+    diff("ingot_attention_cached", strided(q), tensor(kc), tensor(vc), tensor(pos),
+         1 / np.sqrt(dh), tol=ATT_TOL)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float16])
+def test_cuda_attention_prefill_long(dt):
+    """A second 600-row chunk over a 1200-row cache (D 128, 4 heads a group)."""
+    rng = np.random.default_rng(seed("long", str(dt)))
+    T, p0, ctx = 600, 500, 1200
+    q, kc, vc = attn_inputs(rng, T, 8, 2, 128, ctx, dt)
+    pos = (p0 + np.arange(T)).astype(np.int32)
+    diff("ingot_attention_cached", tensor(q), tensor(kc), tensor(vc), tensor(pos),
+         1 / np.sqrt(128), tol=(2e-4, 1e-5))
+
+
+@pytest.mark.parametrize("dh", [64, 128])
+def test_cuda_attention_prefill_special_values(dh):
+    """As the CPU: a NaN query gives a NaN head; an inf key element a +inf
+    score (NaN head) or a -inf one (weight 0); every score -inf a NaN head; an
+    inf value an inf output for the rows that see it, finite for the rows
+    before it."""
+    rng = np.random.default_rng(seed(dh, "special"))
+    T, ctx = 40, 40
+    q, kc, vc = attn_inputs(rng, T, 8, 2, dh, ctx, np.float32)
+    q[3, 0, 5] = np.nan
+    kc[10, 0, 7] = np.inf  # kv head 0 (q heads 0..3), row 10
+    q[:, :4, 7] = -1.0  # score -inf: row 10 weighs nothing
+    q[20, 1, 7] = 1.0  # score +inf: NaN
+    kc[:, 1, 0] = -np.inf
+    q[30, 4:, 0] = 1.0  # row 30, heads 4..7: every score -inf
+    vc[25, 0, 9] = np.inf  # seen by rows 25.. (heads 0..3)
+    pos = np.arange(T, dtype=np.int32)
+    out = to_numpy(diff("ingot_attention_cached", tensor(q), tensor(kc), tensor(vc),
+                        tensor(pos), 0.125, tol=ATT_TOL))
+    assert np.isnan(out[3, 0]).all() and np.isnan(out[20, 1]).all()
+    assert np.isnan(out[30, 4:]).all() and np.isfinite(out[24, :4]).all()
+    assert np.isinf(out[26, 0, 9])
+
+
+@pytest.mark.parametrize("dh", [64, 128])
+def test_cuda_attention_prefill_leading_neg_inf_scores(dh):
+    """Keys 0..39 score -inf (more than a tile of 32), later keys finite: the
+    rows that see a finite key are finite as on the CPU (the -inf keys weigh
+    0), the rows before them NaN (every score -inf)."""
+    rng = np.random.default_rng(seed(dh, "neginf"))
+    T, ctx = 70, 70
+    q, kc, vc = attn_inputs(rng, T, 4, 1, dh, ctx, np.float32)
+    kc[:40, 0, 0] = -np.inf
+    q[:, :, 0] = 1.0
+    pos = np.arange(T, dtype=np.int32)
+    out = to_numpy(diff("ingot_attention_cached", tensor(q), tensor(kc), tensor(vc),
+                        tensor(pos), 0.125, tol=ATT_TOL))
+    assert np.isnan(out[:40]).all() and np.isfinite(out[40:]).all()
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float16])
+def test_cuda_attention_prefill_unaligned_cache(dt):
+    """Caches starting one element past an aligned address (views)."""
+    rng = np.random.default_rng(seed("unaligned", str(dt)))
+    T, hkv, dh, ctx = 50, 2, 64, 80
+    q, kc, vc = attn_inputs(rng, T, 6, hkv, dh, ctx, dt)
+    pos = (10 + np.arange(T)).astype(np.int32)
+    want = to_numpy(call("ingot_attention_cached", tensor(q), tensor(kc), tensor(vc),
+                         tensor(pos), 0.125))
+
+    def shifted(c):
+        flat = call("ingot_to", tensor(np.concatenate([c.ravel()[:1], c.ravel()])), CUDA)
+        return call("ingot_as_strided", flat, 3, list(c.shape), [hkv * dh, dh, 1], 1)
+
+    got = to_numpy(call("ingot_attention_cached", dev(q), shifted(kc), shifted(vc), dev(pos),
+                        0.125))
+    np.testing.assert_allclose(got, want, rtol=ATT_TOL[0], atol=ATT_TOL[1])
+
+
+def test_graph_capture_prefill():
+    """The bf16 prefill product (M = 80) and the prefill attention (T = 20)
+    captured once (after a warm-up: cuBLASLt's workspace) and replayed on new
+    inputs: the CPU's results within their bounds."""
+    rng = np.random.default_rng(seed("graph", "prefill"))
+    tid, cols, wq, w64 = qtable("Q4_1", 50, 4, rng)
+    wd = dev(wq)
+    x_d = dev(np.zeros((80, cols), np.float32))
+    T, ctx, dh = 20, 40, 64
+    q_d = dev(np.zeros((T, 4, dh), np.float32))
+    kc, vc = [rng.standard_normal((ctx, 2, dh)).astype(np.float32) for _ in range(2)]
+    kd, vd = dev(kc), dev(vc)
+    pos = (5 + np.arange(T)).astype(np.int32)
+    pos_d = dev(pos)
+
+    def run():
+        return (call("ingot_qmatmul", x_d, wd, tid, cols),
+                call("ingot_attention_cached", q_d, kd, vd, pos_d, 0.125))
+
+    run()
+    assert lib.ingot_graph_begin(CUDA) == 0, lib.ingot_last_error()
+    try:
+        y_d, o_d = run()
+    finally:
+        g = lib.ingot_graph_end(CUDA)
+    assert g, lib.ingot_last_error()
+    try:
+        for _ in range(2):
+            x = rng.standard_normal((80, cols)).astype(np.float32)
+            q = rng.standard_normal((T, 4, dh)).astype(np.float32)
+            call("ingot_copy_", x_d, dev(x))
+            call("ingot_copy_", q_d, dev(q))
+            assert lib.ingot_graph_replay(g) == 0, lib.ingot_last_error()
+            want = to_numpy(call("ingot_qmatmul", tensor(x), tensor(wq), tid, cols))
+            check_close(to_numpy(y_d), want, x, np.abs(w64))
+            want = to_numpy(call("ingot_attention_cached", tensor(q), tensor(kc), tensor(vc),
+                                 tensor(pos), 0.125))
+            np.testing.assert_allclose(to_numpy(o_d), want, rtol=ATT_TOL[0], atol=ATT_TOL[1])
+    finally:
+        lib.ingot_graph_destroy(g)

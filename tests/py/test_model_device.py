@@ -650,6 +650,36 @@ def test_cuda_model_matches_cpu(smol):
     compare_models(smol, "cuda", LOGIT_ATOL_CUDA)
 
 
+# Prompts of >= 64 tokens run their products on bf16 tensor cores (x and W
+# rounded to bf16: ~2^-8 relative a product, src/cuda/qmatmul_prefill.cu).
+LOGIT_ATOL_CUDA_BF16 = 0.5
+
+
+@needs_cuda
+def test_cuda_long_prompt_matches_cpu(smol):
+    """A prompt of two prefill passes (512 + rest rows: bf16 products, the
+    tiled prefill attention), then one token through the cache: logits close
+    to the CPU's, the same top token; INGOT_PREFILL_F32=1 (f32 products) within
+    the f32 tolerance."""
+    ref, m = load(smol, "raw"), load(smol, "cuda")
+    try:
+        ids = np.concatenate([tokenize(ref, PROMPTS[i % 3] + " ") for i in range(70)])
+        assert len(ids) > 512
+        want = logits(ref, ids)
+        got = logits(m, ids)
+        np.testing.assert_allclose(got, want, atol=LOGIT_ATOL_CUDA_BF16, rtol=0)
+        assert got.argmax() == want.argmax()
+        np.testing.assert_allclose(logits(m, [7]), logits(ref, [7]), atol=LOGIT_ATOL_CUDA_BF16,
+                                   rtol=0)
+        lib.ingot_model_reset(m)
+        with EnvSet(INGOT_PREFILL_F32="1"):
+            got32 = logits(m, ids)
+        np.testing.assert_allclose(got32, want, atol=LOGIT_ATOL_CUDA, rtol=0)
+    finally:
+        lib.ingot_model_free(ref)
+        lib.ingot_model_free(m)
+
+
 @needs_cuda
 def test_cuda_graph_on_and_off_agree(smol):
     m = load(smol, "cuda")
