@@ -1,5 +1,6 @@
 """Tables and helpers shared by the reference tests."""
 import os
+import re
 import subprocess
 
 import ml_dtypes
@@ -37,3 +38,17 @@ def smollm2_path():
     if out.returncode != 0 or not os.path.exists(path):
         pytest.skip(f"scripts/fetch-model failed: {out.stderr.strip()[-300:]}")
     return path
+
+
+def smollm2_is_real(path):
+    """Whether path holds the real SmolLM2 (the pinned sha256 of
+    scripts/fetch-model), not the GPU machine's same-shaped stand-in (30
+    copies of layer 0: right for CUDA-vs-CPU checks, but its text is not
+    SmolLM2's, so checks of what the model says need the real one)."""
+    import hashlib
+    pinned = re.search(r'^sha=(\w+)', open(os.path.join(ROOT, "scripts", "fetch-model")).read(), re.M)
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return bool(pinned) and h.hexdigest() == pinned.group(1)

@@ -16,6 +16,7 @@ import pytest
 from cuda_diff import CUDA, HAVE_CUDA, needs_cuda, to_device
 from ingot_ctypes import IngotError, call, lib, sig, strided, tensor, to_numpy, P, D, B
 from model_ctypes import TOKEN_FN, GenOpts, SampleOpts, forward_logits, tokenize
+from refs import smollm2_is_real
 
 F = ctypes.c_float
 
@@ -603,7 +604,7 @@ def test_tensor_generate_stops_and_continues(smol):
         for i, (ids, n, eos, after) in enumerate(turns):
             want = gen_more(ref, ids, n, eos, after)
             assert gen_more(m, ids, n, eos, after) == want, i
-            if i == 0:
+            if i == 0 and smollm2_is_real(smol):  # the GPU machine's stand-in never stops
                 assert len(want[0]) < n  # the stop token ended it
             if i == 1:
                 assert len(want[0]) == 3
