@@ -2,7 +2,7 @@
 // kRowClusterBlocks blocks of one cluster, so HBM is read once and written once, and the
 // blocks merge their partial results through distributed shared memory (no global scratch,
 // no grid barrier, one ordinary launch that graphs capture). Used by the vocabulary-sized
-// softmax (softmax.cu) and top-k (sort.cu).
+// softmax (softmax.cu).
 //
 // Layout: a row of len elements is cut into kRowClusterBlocks slices of `chunk` elements
 // (a multiple of the 16-byte vector, so that a slice of a 16-byte aligned row starts

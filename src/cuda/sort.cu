@@ -14,11 +14,6 @@
 // m of every row into the outputs (position = e - row * n). Only two CUB instantiations:
 // <uint32, int64> and <uint64, int64>.
 //
-// Topk with k <= 8 of f32/bf16/f16 rows with unit stride and 16384 to row_cluster_cap<T>()
-// elements (the decode vocabulary): one thread-block cluster per row, see "row-cluster topk"
-// below; one ordinary launch, no scratch, no counters. Where a cluster launch is refused,
-// the paths below.
-//
 // Topk with k <= 32, keys up to 32 bits (all dtypes but 64-bit ones) and rows shorter than
 // 2^32 (the fast path, "warp-list" below): a row is split over `bpr` blocks (at most one wave
 // of resident blocks over the device, >= 1024 elements a block); each warp keeps one sorted
@@ -41,7 +36,6 @@
 #include <mutex>
 
 #include "cuda_common.cuh"
-#include "row_cluster.cuh"
 
 namespace {
 
@@ -597,142 +591,6 @@ wt_merge_kernel(const char *x, int es, RowGeom g, int k, int64_t rows, int64_t b
   }
 }
 
-// ---- row-cluster topk (row_cluster.cuh): f32/bf16/f16 rows with unit stride, k <= 8 ----
-//
-// Block `rank` of a row's cluster holds its slice in registers as 32-bit keys (the f32 key of
-// the value, NaN above +inf, -0.0 = 0.0, flipped for largest: smaller is better). Each warp
-// takes its k best of 32 x E keys in k rounds: the lane bests' minimum (two REDUX: key, then
-// position among equal keys, so ties go to the lower position), the winner lane masks that
-// key and finds its next best. Warp 0 merges the block's sorted warp lists (k rounds over
-// the list heads) and pushes the block's list into block 0's shared memory; after the
-// cluster barrier warp 0 of block 0 merges the blocks' lists and writes the row.
-
-constexpr int kClusterTopk = 8;  // largest k of the path (list stride in shared memory)
-
-// Exact minimum of the warp's 64-bit (key << 32 | position) candidates.
-__device__ __forceinline__ u64 warp_min_cand(u64 c) {
-  uint32_t key = (uint32_t)(c >> 32);
-  uint32_t mk = __reduce_min_sync(FULL, key);
-  uint32_t mp = __reduce_min_sync(FULL, key == mk ? (uint32_t)c : 0xffffffffu);
-  return ((u64)mk << 32) | mp;
-}
-
-// The lane's best unmasked key as (key << 32 | e), ~0 when all are masked. A tree of
-// minima: within a lane positions grow with e, so equal keys keep the lower position.
-template <int E>
-__device__ __forceinline__ u64 lane_best(const uint32_t (&key)[E], uint32_t used) {
-  u64 t[E];
-#pragma unroll
-  for (int e = 0; e < E; e++) t[e] = (used >> e) & 1 ? ~0ull : ((u64)key[e] << 32) | (u64)e;
-#pragma unroll
-  for (int s = 1; s < E; s <<= 1)
-#pragma unroll
-    for (int e = 0; e + s < E; e += 2 * s) t[e] = umin64(t[e], t[e + s]);
-  return t[0];
-}
-
-// k rounds over nl sorted lists of k (stride kClusterTopk) in shared memory: emit(r, m)
-// gets the r-th best (warp-uniform). Candidates are unique, so one lane advances a round.
-template <class F>
-__device__ __forceinline__ void merge_lists(const u64 *lists, int nl, int k, int lane, F emit) {
-  int h = 0;
-  u64 c = lane < nl ? lists[lane * kClusterTopk] : ~0ull;
-  for (int r = 0; r < k; r++) {
-    u64 m = warp_min_cand(c);
-    emit(r, m);
-    if (c == m && m != ~0ull) c = ++h < k ? lists[lane * kClusterTopk + h] : ~0ull;
-  }
-}
-
-template <class T>
-__global__ void __cluster_dims__(kRowClusterBlocks, 1, 1) __launch_bounds__(kRowClusterThreads, 1)
-    topk_cluster_kernel(const T *__restrict__ x, RowGeom g, int64_t n, int64_t chunk, int k,
-                        uint32_t flip, T *__restrict__ vout, int64_t *__restrict__ xout) {
-  constexpr int N = Vec<T>::N, NV = RowVecs<T>::NV, E = NV * N, C = kRowClusterBlocks;
-  constexpr int W = kRowClusterThreads / 32;
-  static_assert(E <= 32, "the used mask is 32 bits");
-  __shared__ u64 wl[W * kClusterTopk];  // the warps' lists
-  __shared__ u64 cl[C * kClusterTopk];  // block 0: the blocks' lists
-  __shared__ u64 fin[kClusterTopk];     // block 0: the row's list
-  __cluster_barrier_arrive_relaxed();   // this block runs: peers may write into it after the wait
-  const int rank = (int)__clusterRelativeBlockRank(), lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
-  int64_t io, vo, xo, lo, hi;
-  row_offsets(g, blockIdx.y, io, vo, xo);
-  slice_bounds(rank, chunk, n, lo, hi);
-  const T *row = x + io;
-  uint32_t key[E], used = 0;
-  {
-    float v[NV][N];
-    slice_load<T, NV>(row, lo, hi, v, 0.f);
-#pragma unroll
-    for (int i = 0; i < NV; i++)
-#pragma unroll
-      for (int c = 0; c < N; c++) {
-        uint32_t u = __float_as_uint(v[i][c]);
-        key[i * N + c] = (uint32_t)float_key(u, 32, (u & 0x7fffffffu) > 0x7f800000u) ^ flip;
-        if (slice_index<T>(lo, i, c) >= hi) used |= 1u << (i * N + c);
-      }
-  }
-  // the warp's k best
-  u64 b = lane_best(key, used);
-  for (int r = 0; r < k; r++) {
-    int e = (int)(b & 31);
-    u64 mine =
-        b == ~0ull ? ~0ull : (b & 0xffffffff00000000ull) | (u64)slice_index<T>(lo, e / N, e % N);
-    u64 m = warp_min_cand(mine);
-    if (lane == 0) wl[warp * kClusterTopk + r] = m;
-    if (mine == m && m != ~0ull) {
-      used |= 1u << e;
-      b = lane_best(key, used);
-    }
-  }
-  __cluster_barrier_wait();
-  __syncthreads();
-  if (warp == 0) {  // the block's k best into block 0
-    u64 *dst = row_cluster_peer(cl, 0) + rank * kClusterTopk;
-    merge_lists(wl, W, k, lane, [&](int r, u64 m) {
-      if (lane == 0) dst[r] = m;
-    });
-  }
-  row_cluster_sync();  // the last barrier: no peer access after it
-  if (rank != 0 || warp != 0) return;
-  merge_lists(cl, C, k, lane, [&](int r, u64 m) {
-    if (lane == 0) fin[r] = m;
-  });
-  __syncwarp();
-  if (lane < k) {
-    u64 m = fin[lane];
-    int64_t pos = (int64_t)(uint32_t)m;
-    uint32_t kb = (uint32_t)(m >> 32) ^ flip;  // the key before the flip
-    T val;
-    if constexpr (std::is_same<T, float>::value) {
-      // from the key (no dependent load), but NaN payloads and the sign of zero from x
-      if (kb == 0xffffffffu || kb == 0x80000000u)
-        val = row[pos];
-      else
-        val = __uint_as_float((kb & 0x80000000u) ? (kb ^ 0x80000000u) : ~kb);
-    } else {
-      val = row[pos];
-    }
-    vout[vo + lane * g.vsd] = val;
-    xout[xo + lane * g.xsd] = pos;
-  }
-}
-
-// One cluster launch for the rows' top-k; false: not applicable, or the launch was refused
-// (nothing queued; the device then keeps to the other paths).
-template <class T>
-bool topk_cluster(ingot_op_args *a, int dev, cudaStream_t s, const RowGeom &g, int64_t n,
-                  int64_t rows, int k, bool largest) {
-  if (!row_cluster_fits<T>(n, rows) || g.isd != 1 || k > kClusterTopk || !row_cluster_usable(dev))
-    return false;
-  return row_cluster_launch(
-      dev, topk_cluster_kernel<T>, rows, s, (const T *)ingot_tensor_data(a->in[0]), g, n,
-      row_cluster_chunk(n, Vec<T>::N), k, largest ? 0xffffffffu : 0u,
-      (T *)ingot_tensor_data(a->out[0]), (int64_t *)ingot_tensor_data(a->out[1]));
-}
-
 // ---- host side ----
 
 inline size_t align_up(size_t v) { return (v + 255) & ~(size_t)255; }
@@ -1024,16 +882,6 @@ ingot_status k_sort_topk(ingot_op_args *a) {
   // Register top-k: packed candidates up to k = 64; key/position pairs (64-bit dtypes) up to
   // k = 32 (K = 64 pairs spill registers); the rest takes the full sort.
   if (topk && n < (int64_t)UINT32_MAX) {
-    if (m <= kClusterTopk) {
-      bool done = false;
-      if (dt == INGOT_F32)
-        done = topk_cluster<float>(a, dev, s, g, n, rows, (int)m, flip);
-      else if (dt == INGOT_BF16)
-        done = topk_cluster<bf16_t>(a, dev, s, g, n, rows, (int)m, flip);
-      else if (dt == INGOT_F16)
-        done = topk_cluster<f16_t>(a, dev, s, g, n, rows, (int)m, flip);
-      if (done) return INGOT_OK;
-    }
     if (bits <= 32 && m <= 32 && dev < kWtMaxDevices) return topk_warp(a, dev, s, g, n, rows, (int)m, flip);
     if (bits <= 32 && m <= 64)
       return topk_bucket<unsigned long long>(a, dev, s, g, n, rows, (int)m, flip);

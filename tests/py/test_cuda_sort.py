@@ -243,12 +243,12 @@ def test_topk_ties_and_specials():
 
 
 @pytest.mark.parametrize("dt", ["float32", "bfloat16", "float16"])
-def test_topk_cluster_rows(dt):
-    """The row-cluster top-k (k <= 8, unit stride, rows of 16384 up to 163840 f32 / 196608
-    16-bit elements, 8 slices a row): its bounds and one past them, odd lengths (unaligned
-    rows), k 1..9 (9 takes the other path), both directions, the best values in one slice
-    or spread over slice boundaries, ties across slices (lower index first), more NaN than
-    k, +-inf, -0.0 / 0.0, and rows of a wider tensor (row stride > length)."""
+def test_topk_vocab_rows(dt):
+    """Vocabulary-wide rows (16384 to 196608 elements; a row-cluster kernel once served
+    them and measured slower than the block-split path, so it went): odd lengths
+    (unaligned rows), k 1..9, both directions, the best values in one part of the row or
+    spread over it, ties far apart (lower index first), more NaN than k, +-inf, -0.0 / 0.0,
+    and rows of a wider tensor (row stride > length)."""
     cap = 163840 if dt == "float32" else 196608
     for V in [16383, 16384, 16385, 100001, 151936, cap, cap + 1]:
         x = rng.standard_normal((5, V)).astype(np.float32)
