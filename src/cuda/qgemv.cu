@@ -32,6 +32,9 @@
 // - QGET_ROWS: one thread per (id, 32-element unit). Ids are checked as
 //   embedding checks them (cuda_check_index_range); with checks off an
 //   out-of-range id yields a zero row.
+// Every kernel here is launched with PDL (pdl.cuh): the shared-memory GEMV
+// loads its first weight span before pdl_wait, so the weight fetch overlaps
+// the previous kernel's tail; the others wait first.
 // No host sync besides that index check; everything on the output's current
 // stream, capturable in a graph.
 #include <stdint.h>
@@ -39,6 +42,7 @@
 #include "cuda_common.cuh"
 #include "ggml_blocks.cuh"
 #include "gemv.cuh"
+#include "pdl.cuh"
 #include "ingot/nn.h"
 #include "ingot/ops.h"
 #include "qgemv_kernels.cuh"
@@ -61,9 +65,10 @@ cudaError_t launch_get_rows(int type, const uint8_t *w, int64_t rs, int64_t nrow
   const bool al = rows_aligned(type, w, rs);
   const bool ovec = (uintptr_t)out % 16 == 0 && cols % 4 == 0;
   const unsigned grid = grid_for(t * units, kThreads);
-  GGML_TYPE_SWITCH(type, qget_rows_kernel<QT>
-                   <<<grid, kThreads, 0, s>>>(w, rs, nrows, ids, t, cols, out, al, ovec));
-  return cudaGetLastError();
+  cudaError_t e = cudaErrorInvalidValue;
+  GGML_TYPE_SWITCH(type, e = launch_pdl(qget_rows_kernel<QT>, dim3(grid), dim3(kThreads), 0, s, w,
+                                        rs, nrows, ids, t, cols, out, al, ovec));
+  return e;
 }
 
 // Resident 4-warp blocks of the shared-memory GEMV on the H200 (132 SMs).
@@ -72,17 +77,18 @@ constexpr int64_t kResidentBlocks = 132 * 3;
 // warp of 132 SMs x 4 4-warp blocks.
 constexpr int64_t kManyTasks = 132 * 16 * 4;
 
-// KERNEL<TYPE, R> launched with R = m rounded up to 1, 2, 4 or 8.
-#define QGEMV_BY_M(m, KERNEL, GRID, THREADS, SMEM, S, ...)      \
-  do {                                                          \
-    if ((m) == 1)                                               \
-      KERNEL<TYPE, 1><<<GRID, THREADS, SMEM, S>>>(__VA_ARGS__); \
-    else if ((m) == 2)                                          \
-      KERNEL<TYPE, 2><<<GRID, THREADS, SMEM, S>>>(__VA_ARGS__); \
-    else if ((m) <= 4)                                          \
-      KERNEL<TYPE, 4><<<GRID, THREADS, SMEM, S>>>(__VA_ARGS__); \
-    else                                                        \
-      KERNEL<TYPE, 8><<<GRID, THREADS, SMEM, S>>>(__VA_ARGS__); \
+// E = KERNEL<TYPE, R> launched with PDL (pdl.cuh), R = m rounded up to 1, 2,
+// 4 or 8.
+#define QGEMV_BY_M(E, m, KERNEL, GRID, THREADS, SMEM, S, ...)                           \
+  do {                                                                                  \
+    if ((m) == 1)                                                                       \
+      E = launch_pdl(KERNEL<TYPE, 1>, dim3(GRID), dim3(THREADS), SMEM, S, __VA_ARGS__); \
+    else if ((m) == 2)                                                                  \
+      E = launch_pdl(KERNEL<TYPE, 2>, dim3(GRID), dim3(THREADS), SMEM, S, __VA_ARGS__); \
+    else if ((m) <= 4)                                                                  \
+      E = launch_pdl(KERNEL<TYPE, 4>, dim3(GRID), dim3(THREADS), SMEM, S, __VA_ARGS__); \
+    else                                                                                \
+      E = launch_pdl(KERNEL<TYPE, 8>, dim3(GRID), dim3(THREADS), SMEM, S, __VA_ARGS__); \
   } while (0)
 
 // Lanes per row group: the next power of two >= the row's units, at most 32.
@@ -105,8 +111,9 @@ cudaError_t launch_gemv_t(const uint8_t *w, int64_t rs, const float *x, int64_t 
   const bool al = rows_aligned(TYPE, w, rs);
   const bool xvec = (uintptr_t)x % 16 == 0 && k % 4 == 0;
   const unsigned g = (unsigned)blocks;
-  QGEMV_BY_M(m, qgemv_kernel, g, kThreads, 0, s, w, rs, x, k, n, m, y, res, lpr, al, xvec);
-  return cudaGetLastError();
+  cudaError_t e;
+  QGEMV_BY_M(e, m, qgemv_kernel, g, kThreads, 0, s, w, rs, x, k, n, m, y, res, lpr, al, xvec);
+  return e;
 }
 
 // The shared-memory kernel when it applies (16-byte aligned rows, a task of
@@ -143,15 +150,17 @@ cudaError_t launch_gemv_smem_t(const uint8_t *w, int64_t rs, const float *x, int
   if (blocks > kResidentBlocks) blocks = kResidentBlocks;
   const bool xvec = (uintptr_t)x % 16 == 0 && k % 4 == 0;
   const unsigned g = (unsigned)blocks;
-  QGEMV_BY_M(m, qgemv_smem_kernel, g, threads, (size_t)smem, s, w, rs, x, (int)k, n, m, y, res,
+  cudaError_t e;
+  QGEMV_BY_M(e, m, qgemv_smem_kernel, g, threads, (size_t)smem, s, w, rs, x, (int)k, n, m, y, res,
              norm, eps, lpr, (int)rw, xvec);
   *launched = true;
-  return cudaGetLastError();
+  return e;
 }
 
 ingot_status launch_add_res(float *y, const float *res, int64_t n, cudaStream_t s) {
-  add_res_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(y, res, n);
-  return cuda_check(cudaGetLastError(), "qmatmul residual kernel");
+  return cuda_check(
+      launch_pdl(add_res_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, s, y, res, n),
+      "qmatmul residual kernel");
 }
 
 // y [M, N] = x [M, K] . deq(W)^T for M > 8: W dequantised into f32 scratch,
@@ -215,9 +224,9 @@ ingot_status k_qmatmul(ingot_op_args *a) {
       if (done || st) return st;
     }
     if (norm && !(xn = ingot_rms_norm(x, norm, a->farg[0]))) return ingot_last_status();
-    st = cuda_gemv_f32x(wp, (ingot_dtype)fdt, rs / es,
-                        (const float *)ingot_tensor_data(xn ? xn : x), m, k, n, rp, nullptr, 0.f,
-                        y, &done);
+    st =
+        cuda_gemv_f32x(wp, (ingot_dtype)fdt, rs / es, (const float *)ingot_tensor_data(xn ? xn : x),
+                       m, k, n, rp, nullptr, 0.f, y, &done);
     if (done || st) {
       ingot_release(xn);
       return st;

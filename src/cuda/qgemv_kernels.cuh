@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "ggml_blocks.cuh"
+#include "pdl.cuh"
 
 namespace qgemv {
 
@@ -96,6 +97,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t units = (k + ggml::kUnit - 1) / ggml::kUnit;
   const int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
   const int64_t nwarps = (int64_t)gridDim.x * blockDim.x / 32;
+  pdl_wait();  // x and res come from earlier kernels
+  pdl_launch_dependents();
   // The loop bound is uniform over the warp: every lane reaches the shuffles.
   for (int64_t n0 = warp * gpw * C; n0 < n; n0 += nwarps * gpw * C) {
     const int64_t row0 = n0 + (int64_t)grp * C;  // this group's rows row0 .. row0 + C - 1
@@ -233,8 +236,11 @@ __global__ void __launch_bounds__(kSmemMaxThreads)
   const int64_t ntask = (n + rw - 1) / rw, step = (int64_t)gridDim.x * nw;
   int64_t task = (int64_t)blockIdx.x * nw + wib;
   int4 pre[kStageVecs];
-  // The first span is in flight while x is staged.
+  // The first span (weights only) is in flight while the previous kernel
+  // drains (PDL) and x is staged.
   if (task < ntask) load_task(w, rs, task * rw, min((int64_t)rw, n - task * rw), lane, pre);
+  pdl_wait();
+  pdl_launch_dependents();
   stage_x(x, m, k, xvec, norm, eps, xs, inv);
   // The loop bound is uniform over the warp: every lane reaches the shuffles.
   for (; task < ntask; task += step) {
@@ -274,6 +280,8 @@ __global__ void __launch_bounds__(kSmemMaxThreads)
 
 // y += res over n elements (the residual of the paths that compose kernels).
 __global__ void add_res_kernel(float *__restrict__ y, const float *__restrict__ res, int64_t n) {
+  pdl_wait();
+  pdl_launch_dependents();
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x)
     y[i] += __ldg(res + i);
@@ -286,6 +294,8 @@ __global__ void qget_rows_kernel(const uint8_t *__restrict__ w, int64_t rs, int6
                                  const int64_t *__restrict__ ids, int64_t t_count, int64_t cols,
                                  float *__restrict__ out, bool al, bool ovec) {
   const int64_t units = (cols + ggml::kUnit - 1) / ggml::kUnit;
+  pdl_wait();  // ids come from an earlier kernel (the sampler)
+  pdl_launch_dependents();
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < t_count * units;
        i += (int64_t)gridDim.x * blockDim.x) {
     const int64_t t = i / units, u = i % units;

@@ -18,6 +18,7 @@
 // in double and the top-p cut summed serially in the CPU's order, and the
 // same Philox draw (seed, step).
 // Finally the token is written, hist[step % W] = token and step += 1.
+// Both kernels launch with PDL (pdl.cuh) and wait before their first read.
 // Sampling with temperature handles at most kMaxCand candidates (top_k, or
 // V when top_k is off).
 #include <cub/block/block_scan.cuh>
@@ -25,6 +26,7 @@
 
 #include "../core/philox.h"
 #include "cuda_common.cuh"
+#include "pdl.cuh"
 
 namespace {
 
@@ -271,6 +273,8 @@ __device__ int top_k_of(const Params &P) { return P.top_k > 0 && P.top_k < P.V ?
 __global__ void __launch_bounds__(kThreads) sample_kernel(Params P) {
   __shared__ Shared sh;
   const int V = P.V;
+  pdl_wait();  // the logits come from the previous kernel
+  pdl_launch_dependents();
   for (int i = threadIdx.x; i < V; i += kThreads) P.work[i] = P.logits[i];
   __syncthreads();
   penalise(P, P.work, 0, V);
@@ -291,6 +295,8 @@ __global__ void __launch_bounds__(kThreads) sample_many_kernel(Params P) {
   __shared__ Shared sh;
   __shared__ float sl[kSlice];
   const int b = blockIdx.x, nb = gridDim.x, lo = b * kSlice, n = min(kSlice, P.V - lo);
+  pdl_wait();  // the logits come from the previous kernel
+  pdl_launch_dependents();
   for (int i = threadIdx.x; i < n; i += kThreads) sl[i] = P.logits[lo + i];
   __syncthreads();
   penalise(P, sl, lo, n);
@@ -355,7 +361,7 @@ ingot_status k_sample_tokens(ingot_op_args *a) {
   if (nb == 1) {
     P.work = (float *)cuda_scratch_alloc(dev, (size_t)P.V * sizeof(float), s);
     if (!P.work) return ingot_last_status();
-    sample_kernel<<<1, kThreads, 0, s>>>(P);
+    launch_pdl(sample_kernel, dim3(1), dim3(kThreads), 0, s, P);
     st = launch_status("sample_tokens kernel");
     cuda_scratch_free(dev, P.work, s);
     return st;
@@ -369,7 +375,7 @@ ingot_status k_sample_tokens(ingot_op_args *a) {
   P.cand_i = (int *)(P.cand_l + ncand);
   st = cuda_check(cudaMemsetAsync(P.ticket, 0, sizeof(unsigned), s), "cudaMemsetAsync");
   if (!st) {
-    sample_many_kernel<<<nb, kThreads, 0, s>>>(P);
+    launch_pdl(sample_many_kernel, dim3(nb), dim3(kThreads), 0, s, P);
     st = launch_status("sample_tokens kernel");
   }
   cuda_scratch_free(dev, scratch, s);
