@@ -15,6 +15,7 @@
 
 #include "cuda_common.cuh"
 #include "pdl.cuh"
+#include "swiglu.cuh"
 
 namespace {
 
@@ -54,8 +55,7 @@ __global__ void __launch_bounds__(kNormThreads)
 
 template <class T>
 __device__ __forceinline__ T swiglu1(T g, T u) {
-  const float gv = to_acc(g);
-  return from_acc<T>(__fmul_rn(__fdiv_rn(gv, 1.0f + expf(-gv)), (float)to_acc(u)));
+  return from_acc<T>(silu_mul(to_acc(g), (float)to_acc(u)));
 }
 
 template <class T>

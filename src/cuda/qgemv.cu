@@ -118,11 +118,11 @@ cudaError_t launch_gemv_t(const uint8_t *w, int64_t rs, const float *x, int64_t 
 
 // The shared-memory kernel when it applies (16-byte aligned rows, a task of
 // rows within kStageBytes, x and the warps' buffers within kSmemLimit):
-// *launched true; else nothing is launched.
+// *launched true; else nothing is launched. glu: x is gate | up [m, 2k].
 template <int TYPE>
 cudaError_t launch_gemv_smem_t(const uint8_t *w, int64_t rs, const float *x, int64_t k, int64_t n,
                                int m, float *y, const float *res, const float *norm, float eps,
-                               cudaStream_t s, bool *launched) {
+                               bool glu, cudaStream_t s, bool *launched) {
   *launched = false;
   if ((uintptr_t)w % 16 || rs % 16 || k > (1 << 20)) return cudaSuccess;
   int lpr = lanes_per_row(k);
@@ -152,7 +152,7 @@ cudaError_t launch_gemv_smem_t(const uint8_t *w, int64_t rs, const float *x, int
   const unsigned g = (unsigned)blocks;
   cudaError_t e;
   QGEMV_BY_M(e, m, qgemv_smem_kernel, g, threads, (size_t)smem, s, w, rs, x, (int)k, n, m, y, res,
-             norm, eps, lpr, (int)rw, xvec);
+             norm, eps, lpr, (int)rw, xvec, glu);
   *launched = true;
   return e;
 }
@@ -189,11 +189,11 @@ ingot_status qmatmul_prefill(ingot_tensor *x, ingot_tensor *w, int type, int64_t
   return st;
 }
 
-// in[2] = norm, in[3] = res (either may be NULL). M <= 8: one launch of the
-// shared-memory kernel when it applies; otherwise rms_norm (the RMS_NORM
-// kernel), the product, and res added in the global kernel's epilogue or
-// (M > 8) by add_res_kernel.
-ingot_status k_qmatmul(ingot_op_args *a) {
+// in[2] = norm, in[3] = res (either may be NULL), x [M, K]. M <= 8: one
+// launch of the shared-memory kernel when it applies; otherwise rms_norm
+// (the RMS_NORM kernel), the product, and res added in the global kernel's
+// epilogue or (M > 8) by add_res_kernel.
+ingot_status qmatmul_x(ingot_op_args *a) {
   ingot_tensor *x = a->in[0], *w = a->in[1], *norm = a->in[2], *res = a->in[3], *y = a->out[0];
   ingot_status st = cuda_use_device_of(y);
   if (st) return st;
@@ -237,7 +237,7 @@ ingot_status k_qmatmul(ingot_op_args *a) {
     bool done = false;
     GGML_TYPE_SWITCH(
         type, e = launch_gemv_smem_t<QT>(wp, rs, (const float *)ingot_tensor_data(x), k, n, (int)m,
-                                         yp, rp, np, (float)a->farg[0], s, &done));
+                                         yp, rp, np, (float)a->farg[0], false, s, &done));
     if (done || e != cudaSuccess) {
       ingot_release(xn);
       return cuda_check(e, "qmatmul kernel");
@@ -255,6 +255,41 @@ ingot_status k_qmatmul(ingot_op_args *a) {
     st = cuda_check(e, "qmatmul kernel");
   }
   ingot_release(xn);  // stream-ordered, as the prefill scratch
+  return st;
+}
+
+// iarg[2] = 1: x = gate | up [M, 2K] and the product takes swiglu(gate, up):
+// staged by the shared-memory kernel (M <= 8, block weights: one launch),
+// else the SWIGLU kernel first and the product of its result.
+ingot_status k_qmatmul(ingot_op_args *a) {
+  if (!a->iarg[2]) return qmatmul_x(a);
+  ingot_tensor *x = a->in[0], *w = a->in[1], *res = a->in[3], *y = a->out[0];
+  ingot_status st = cuda_use_device_of(y);
+  if (st) return st;
+  const int type = (int)a->iarg[0];
+  const int64_t k = a->iarg[1], m = ingot_shape(x)[0], n = ingot_shape(w)[0];
+  const bool dense = type == INGOT_GGML_F32 || type == INGOT_GGML_BF16 || type == INGOT_GGML_F16;
+  if (m <= 8 && !dense) {  // (float weights: the dense GEMV of gemv.cu, after the SWIGLU kernel)
+    bool done = false;
+    cudaError_t e = cudaErrorInvalidValue;
+    GGML_TYPE_SWITCH(
+        type, e = launch_gemv_smem_t<QT>((const uint8_t *)ingot_tensor_data(w), ingot_shape(w)[1],
+                                         (const float *)ingot_tensor_data(x), k, n, (int)m,
+                                         (float *)ingot_tensor_data(y),
+                                         res ? (const float *)ingot_tensor_data(res) : nullptr,
+                                         nullptr, 0.f, true, stream_of(y), &done));
+    if (done || e != cudaSuccess) return cuda_check(e, "qmatmul kernel");
+  }
+  ingot_tensor *g = ingot_narrow(x, 1, 0, k), *u = ingot_narrow(x, 1, k, k);
+  ingot_tensor *h = g && u ? ingot_swiglu(g, u) : nullptr;
+  ingot_release(g);
+  ingot_release(u);
+  if (!h) return ingot_last_status();
+  ingot_op_args b = *a;
+  b.in[0] = h;
+  b.iarg[2] = 0;
+  st = qmatmul_x(&b);
+  ingot_release(h);  // stream-ordered: reused only after this stream's work
   return st;
 }
 

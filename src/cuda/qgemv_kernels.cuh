@@ -8,6 +8,7 @@
 
 #include "ggml_blocks.cuh"
 #include "pdl.cuh"
+#include "swiglu.cuh"
 
 namespace qgemv {
 
@@ -176,23 +177,32 @@ __device__ __forceinline__ void store_task(uint8_t *wb, int64_t rs, int64_t rows
 
 // x [m, k] into xs (kXSkew layout), then, with norm, each row scaled by its
 // inverse RMS and by norm as the CPU's rms_norm does ((x * inv) * norm).
+// glu: x is gate | up [m, 2k] and silu(gate) * up is staged (no norm then).
 // Ends with a barrier.
 __device__ __forceinline__ void stage_x(const float *__restrict__ x, int m, int k, bool xvec,
-                                        const float *__restrict__ norm, float eps, float *xs,
-                                        float *inv) {
+                                        bool glu, const float *__restrict__ norm, float eps,
+                                        float *xs, float *inv) {
   const int units = (k + ggml::kUnit - 1) / ggml::kUnit, xstride = units * kXSkew;
   const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5, nw = blockDim.x >> 5;
-  if (xvec) {  // k % 4 == 0: a float4 never straddles a row or a unit
-    const float4 *x4 = reinterpret_cast<const float4 *>(x);
+  const int ldx = glu ? 2 * k : k;  // floats from one row of x to the next
+  if (xvec) {  // k % 4 == 0: a float4 never straddles a row, a unit or the gate|up seam
     for (int i = threadIdx.x; i < m * k / 4; i += blockDim.x) {
       const int r = 4 * i / k, j = 4 * i - r * k;
+      float4 v = __ldg(reinterpret_cast<const float4 *>(x + r * ldx + j));
+      if (glu) {
+        const float4 u = __ldg(reinterpret_cast<const float4 *>(x + r * ldx + k + j));
+        v = make_float4(silu_mul(v.x, u.x), silu_mul(v.y, u.y), silu_mul(v.z, u.z),
+                        silu_mul(v.w, u.w));
+      }
       *reinterpret_cast<float4 *>(xs + r * xstride + (j / ggml::kUnit) * kXSkew + j % ggml::kUnit) =
-          __ldg(x4 + i);
+          v;
     }
   } else {
     for (int i = threadIdx.x; i < m * k; i += blockDim.x) {
       const int r = i / k, j = i - r * k;
-      xs[r * xstride + (j / ggml::kUnit) * kXSkew + j % ggml::kUnit] = __ldg(x + i);
+      const float g = __ldg(x + r * ldx + j);
+      xs[r * xstride + (j / ggml::kUnit) * kXSkew + j % ggml::kUnit] =
+          glu ? silu_mul(g, __ldg(x + r * ldx + k + j)) : g;
     }
   }
   __syncthreads();
@@ -215,7 +225,8 @@ __device__ __forceinline__ void stage_x(const float *__restrict__ x, int m, int 
   __syncthreads();
 }
 
-// Host guarantees: w and rs 16-byte aligned, rw (rows a task) = (32 / lpr)
+// glu: x is gate | up [m, 2k] (stage_x). Host guarantees: w and rs 16-byte aligned, rw (rows a
+// task) = (32 / lpr)
 // * C, or 1 when lpr = 32 and two rows exceed kStageBytes (the group's
 // second row is then absent), rw * rs <= kStageBytes, dynamic shared memory
 // = smem_x_bytes + warps * smem_warp_bytes.
@@ -223,7 +234,8 @@ template <int TYPE, int R>
 __global__ void __launch_bounds__(kSmemMaxThreads)
     qgemv_smem_kernel(const uint8_t *__restrict__ w, int64_t rs, const float *__restrict__ x, int k,
                       int64_t n, int m, float *__restrict__ y, const float *__restrict__ res,
-                      const float *__restrict__ norm, float eps, int lpr, int rw, bool xvec) {
+                      const float *__restrict__ norm, float eps, int lpr, int rw, bool xvec,
+                      bool glu) {
   constexpr int C = kRowsPerGroup;
   extern __shared__ int4 smem_raw[];
   const int units = (k + ggml::kUnit - 1) / ggml::kUnit, xstride = units * kXSkew;
@@ -241,7 +253,7 @@ __global__ void __launch_bounds__(kSmemMaxThreads)
   if (task < ntask) load_task(w, rs, task * rw, min((int64_t)rw, n - task * rw), lane, pre);
   pdl_wait();
   pdl_launch_dependents();
-  stage_x(x, m, k, xvec, norm, eps, xs, inv);
+  stage_x(x, m, k, xvec, glu, norm, eps, xs, inv);
   // The loop bound is uniform over the warp: every lane reaches the shuffles.
   for (; task < ntask; task += step) {
     const int64_t r0 = task * rw, rows = min((int64_t)rw, n - r0);
