@@ -72,7 +72,7 @@ cudaError_t launch_get_rows(int type, const uint8_t *w, int64_t rs, int64_t nrow
 }
 
 // Resident 4-warp blocks of the shared-memory GEMV on the H200 (132 SMs).
-constexpr int64_t kResidentBlocks = 132 * 3;
+int64_t resident_blocks(int type, int m) { return 132 * smem_blocks_per_sm(type, m == 1 ? 1 : 2); }
 // Tasks beyond which the shared-memory GEMV is bandwidth-bound: 4 tasks per
 // warp of 132 SMs x 4 4-warp blocks.
 constexpr int64_t kManyTasks = 132 * 16 * 4;
@@ -145,9 +145,10 @@ cudaError_t launch_gemv_smem_t(const uint8_t *w, int64_t rs, const float *x, int
   if (smem > kSmemLimit) return cudaSuccess;
   int64_t blocks = (ntask + nw - 1) / nw;
   // Grid-stride over the tasks (each warp prefetches its next one): no more
-  // blocks than stay resident (144-168 registers a thread: 3 blocks of 128
-  // threads an SM), or a second wave would start late and finish last.
-  if (blocks > kResidentBlocks) blocks = kResidentBlocks;
+  // blocks than stay resident (3 or 4 blocks of 128 threads an SM, by the
+  // registers: smem_blocks_per_sm), or a second wave would start late and
+  // finish last.
+  if (blocks > resident_blocks(TYPE, m)) blocks = resident_blocks(TYPE, m);
   const bool xvec = (uintptr_t)x % 16 == 0 && k % 4 == 0;
   const unsigned g = (unsigned)blocks;
   cudaError_t e;

@@ -148,6 +148,15 @@ constexpr int kXSkew = ggml::kUnit + 4;            // floats per staged unit of 
 constexpr int kSmemLimit = 48 * 1024;              // no opt-in launch attribute
 constexpr int kInvFloats = 8;                      // inverse RMS of the <= 8 x rows
 
+// Blocks of kSmemMaxThreads a SM keeps resident that the kernel is built
+// for (host and device agree): 4 (at most 128 registers a thread) for M = 1,
+// where every type but Q4_K/Q5_K fits that without spills (ptxas -v: 128 and
+// 164-168), so the bandwidth-bound LM head keeps 16 warps of loads an SM in
+// flight; else 3 (at most 168).
+__host__ __device__ constexpr int smem_blocks_per_sm(int type, int r) {
+  return r == 1 && type != INGOT_GGML_Q4_K && type != INGOT_GGML_Q5_K ? 4 : 3;
+}
+
 // Bytes of dynamic shared memory the kernel needs (host and device agree).
 __host__ __device__ inline int64_t smem_x_bytes(int m, int64_t k) {
   return (int64_t)m * ((k + ggml::kUnit - 1) / ggml::kUnit) * kXSkew * 4 + kInvFloats * 4;
@@ -231,7 +240,7 @@ __device__ __forceinline__ void stage_x(const float *__restrict__ x, int m, int 
 // second row is then absent), rw * rs <= kStageBytes, dynamic shared memory
 // = smem_x_bytes + warps * smem_warp_bytes.
 template <int TYPE, int R>
-__global__ void __launch_bounds__(kSmemMaxThreads)
+__global__ void __launch_bounds__(kSmemMaxThreads, smem_blocks_per_sm(TYPE, R))
     qgemv_smem_kernel(const uint8_t *__restrict__ w, int64_t rs, const float *__restrict__ x, int k,
                       int64_t n, int m, float *__restrict__ y, const float *__restrict__ res,
                       const float *__restrict__ norm, float eps, int lpr, int rw, bool xvec,
