@@ -18,8 +18,9 @@
 //   (max, sum, acc[D]) of its rows of 0..pos[t]; blocks whose chunk starts
 //   past pos[t] exit; a combine kernel per (head, row) merges the valid
 //   partials. pos is clamped into [0, ctx).
-// Every kernel launches with PDL (pdl.cuh) and waits before its first read.
 // - rope_kv_write: a warp per (row, head of q, k or v): norm, rope, write.
+// The decode kernels (rope_kv_write, attention_cached) launch with PDL
+// (pdl.cuh) and wait before their first read.
 #include <cooperative_groups.h>
 #include <cuda_fp16.h>
 #include <math.h>
