@@ -77,10 +77,10 @@ static ingot_tensor *run_nn(ingot_op_args *a, int ndim, const int64_t *shape, in
   return r;
 }
 
-/* The optional operands of qmatmul_fused: norm f32 [cols], res f32 [M, N]. */
-static bool check_fused(const ingot_tensor *norm, double eps, const ingot_tensor *res, int64_t cols,
-                        const int64_t *yshape) {
-  const char *op = "qmatmul_fused";
+/* The optional operands of qmatmul_fused and qmatmul_swiglu (op): norm f32
+ * [cols], res f32 [M, N]. */
+static bool check_fused(const char *op, const ingot_tensor *norm, double eps,
+                        const ingot_tensor *res, int64_t cols, const int64_t *yshape) {
   if (norm && (norm->dtype != INGOT_F32 || norm->ndim != 1 || norm->shape[0] != cols)) {
     ingot_set_error(INGOT_ERR_SHAPE, "%s: norm must be float32 [%lld], got %s with %d dims", op,
                     (long long)cols, ingot_dtype_name(norm->dtype), norm->ndim);
@@ -119,7 +119,7 @@ static ingot_tensor *qmatmul(const char *op, const ingot_tensor *x, const ingot_
     return ingot_fail(INGOT_ERR_SHAPE, "%s: x must be [M, %lld], got %d dims (last %lld)", op,
                       (long long)xcols, x->ndim, (long long)(x->ndim ? x->shape[x->ndim - 1] : 0));
   const int64_t shape[2] = {x->shape[0], w->shape[0]};
-  if (!check_fused(norm, eps, res, cols, shape)) return NULL;
+  if (!check_fused(op, norm, eps, res, cols, shape)) return NULL;
   if (shape[0] == 0 || shape[1] == 0) return tensor_new(2, shape, INGOT_F32, x->device);
   ingot_op_args a = {.op = INGOT_OP_QMATMUL, .nin = 4, .nout = 1};
   ingot_tensor *tmp[4]; /* contiguous operands, packed (run_nn releases them) */
