@@ -115,27 +115,39 @@ __device__ void penalise(const Params &P, float *v, int lo, int n) {
   }
 }
 
-// The block's argmax of src[0, n) (by raw value) into sh.cl[0], sh.ci[0] (an id).
+// (best, bi) = the better of itself and (b, ib) by argmax_better (id
+// 0x7fffffff: no element).
+__device__ __forceinline__ void argmax_merge(float &best, int &bi, float b, int ib) {
+  if (ib != 0x7fffffff && (bi == 0x7fffffff || argmax_better(b, ib, best, bi))) best = b, bi = ib;
+}
+
+// The argmax over the warp's lanes, in every lane (argmax_better is a total
+// order on (value, id): the butterfly gives every lane the same winner).
+__device__ __forceinline__ void warp_argmax(float &best, int &bi) {
+  for (int o = 16; o > 0; o >>= 1)
+    argmax_merge(best, bi, __shfl_xor_sync(0xffffffffu, best, o),
+                 __shfl_xor_sync(0xffffffffu, bi, o));
+}
+
+// The block's argmax of src[0, n) (by raw value) into sh.cl[0], sh.ci[0] (an
+// id): per thread, per warp (shuffles), then warp 0 over the kThreads / 32
+// warps' winners (two barriers).
 template <class Src>
 __device__ void block_argmax(const Src &src, int n, Shared &sh) {
-  const int tid = threadIdx.x;
+  static_assert(kThreads == 32 * 32, "warp 0 merges one winner a lane");
+  const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
   float best = NAN;
   int bi = 0x7fffffff;
-  for (int i = tid; i < n; i += kThreads) {
-    float x = src.raw(i);
-    int id = src.id(i);
-    if (bi == 0x7fffffff || argmax_better(x, id, best, bi)) best = x, bi = id;
-  }
-  sh.cl[tid] = best;
-  sh.ci[tid] = bi;
+  for (int i = tid; i < n; i += kThreads) argmax_merge(best, bi, src.raw(i), src.id(i));
+  warp_argmax(best, bi);
+  if (lane == 0) sh.cl[w] = best, sh.ci[w] = bi;
   __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
-    if (tid < s && sh.ci[tid + s] != 0x7fffffff &&
-        (sh.ci[tid] == 0x7fffffff ||
-         argmax_better(sh.cl[tid + s], sh.ci[tid + s], sh.cl[tid], sh.ci[tid])))
-      sh.cl[tid] = sh.cl[tid + s], sh.ci[tid] = sh.ci[tid + s];
-    __syncthreads();
+  if (w == 0) {
+    best = sh.cl[lane], bi = sh.ci[lane];
+    warp_argmax(best, bi);
+    if (lane == 0) sh.cl[0] = best, sh.ci[0] = bi;
   }
+  __syncthreads();
 }
 
 // The K (<= kMaxCand) best of src[0, n) into sh.cl/sh.ci[0, min(K, n)) (keys
