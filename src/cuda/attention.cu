@@ -151,6 +151,7 @@ __global__ void __launch_bounds__(kRkvWarps * 32)
     int h = which == 0 ? j : which == 1 ? j - P.Hq : j - P.Hq - P.Hkv;
     const float *x = P.src[which] + t * P.rs[which] + h * P.hs[which];
     const float *w = which < 2 ? P.w[which] : nullptr;
+    const int p = P.pos[t];  // loaded with the head's values, not after them
     float ss = 0.f;
     for (int i = lane; i < P.D; i += 32) {
       float v = x[i];
@@ -162,7 +163,7 @@ __global__ void __launch_bounds__(kRkvWarps * 32)
       for (int i = lane; i < P.D; i += 32) y[i] = __fmul_rn(__fmul_rn(y[i], inv), w[i]);
     }
     __syncwarp();
-    int p = P.pos[t], half = P.D / 2;
+    int half = P.D / 2;
     bool in_cache = p >= 0 && p < P.ctx;
     int64_t crow = ((int64_t)p * P.Hkv + h) * P.D;
     if (which == 2) {
