@@ -330,8 +330,11 @@ def test_cuda_attention_cached_positions_on_device(ctx):
 
 
 def chunk_edges(ctx, parts=8):
-    """Positions at the edges of the cluster's row chunks (ceil(ctx / 8) rows
-    a block) and of the cache: where an off-by-one would show."""
+    """Positions at the edges of ceil(ctx / 8)-row chunks and of the cache:
+    where an off-by-one would show. The cluster splits the live rows p + 1
+    over its 8 blocks (ceil((p + 1) / 8) each), so these include live
+    lengths at, below and above multiples of 8, and lengths < 8 (blocks
+    without rows)."""
     chunk = -(-ctx // parts)
     ps = {0, 1, ctx - 2, ctx - 1}
     for c in range(chunk, ctx, chunk):
