@@ -747,6 +747,41 @@ def test_cuda_graph_on_and_off_agree(smol):
         lib.ingot_model_free(m)
 
 
+def decode_tokens(path):
+    """Greedy and sampled tokens on cuda:0, through the graph and eagerly."""
+    m = load(path, "cuda")
+    try:
+        ids = tokenize(m, PROMPTS[0])
+        with EnvSet(INGOT_NO_GRAPH="1"):
+            eager = [generate(m, ids, 48), generate(m, ids, 48, **SAMPLED)]
+        graph = [generate(m, ids, 48), generate(m, ids, 48, **SAMPLED)]
+        return [[int(t) for t in r] for r in eager + graph]
+    finally:
+        lib.ingot_model_free(m)
+
+
+@needs_cuda
+def test_cuda_pdl_on_and_off_agree(smol):
+    """The decode kernels launched with PDL (programmatic dependent launch)
+    and without (INGOT_NO_PDL=1, read once a process: a child process) give
+    the same tokens, eager and replayed from the captured graph."""
+    import json
+    import os
+    import subprocess
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = ("import json, sys; sys.path.insert(0, %r); import test_model_device as t; "
+            "print(json.dumps(t.decode_tokens(%r)))" % (here, str(smol)))
+    env = dict(os.environ, INGOT_NO_PDL="1")
+    child = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                           timeout=600)
+    assert child.returncode == 0, child.stderr
+    off = json.loads(child.stdout.strip().splitlines()[-1])
+    on = decode_tokens(smol)
+    assert on == off
+    assert on[0] == on[2] and len(on[0]) == 48
+
+
 @needs_cuda
 def test_cuda_mixed_devices_fail():
     q, c, pos = rand(1, 2, 8), rand(4, 2, 8), np.array([3], np.int32)
