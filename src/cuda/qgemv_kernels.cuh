@@ -234,11 +234,11 @@ __device__ __forceinline__ void stage_x(const float *__restrict__ x, int m, int 
   __syncthreads();
 }
 
-// glu: x is gate | up [m, 2k] (stage_x). Host guarantees: w and rs 16-byte aligned, rw (rows a
-// task) = (32 / lpr)
-// * C, or 1 when lpr = 32 and two rows exceed kStageBytes (the group's
-// second row is then absent), rw * rs <= kStageBytes, dynamic shared memory
-// = smem_x_bytes + warps * smem_warp_bytes.
+// glu: x is gate | up [m, 2k] (stage_x). Host guarantees: w and rs 16-byte
+// aligned, rw (rows a task) = (32 / lpr) * C, or 1 when lpr = 32 and two
+// rows exceed kStageBytes (the group's second row is then absent), rw * rs
+// <= kStageBytes, dynamic shared memory = smem_x_bytes + warps *
+// smem_warp_bytes. Every block reads x only after pdl_wait (pdl.cuh).
 template <int TYPE, int R>
 __global__ void __launch_bounds__(kSmemMaxThreads, smem_blocks_per_sm(TYPE, R))
     qgemv_smem_kernel(const uint8_t *__restrict__ w, int64_t rs, const float *__restrict__ x, int k,
