@@ -1,5 +1,6 @@
 // Products with GGML-block weights and quantised row lookup on CUDA:
-// QMATMUL (y [M, N] = (norm ? rms_norm(x) : x) [M, K] . W^T (+ res)) and
+// QMATMUL (y [M, N] = (norm ? rms_norm(x) : x) [M, K] . W^T (+ res), or
+// swiglu(gate, up) . W^T (+ res) with x = gate | up [M, 2K]) and
 // QGET_ROWS (contracts in src/core/ops_nn.c; CPU reference src/cpu/nn.c).
 // Every type of ggml_blocks.cuh (F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K
 // Q5_K Q6_K); W rows may be padded (row stride S >= the row's bytes).
@@ -9,7 +10,9 @@
 //   to 4 KiB and x within 48 KiB of shared memory: qgemv_smem_kernel
 //   (qgemv_kernels.cuh: x staged and normalised per block, row spans read
 //   with int4 loads into a per-warp shared buffer, double-buffered), the
-//   norm and the residual in the same launch.
+//   norm and the residual in the same launch. The swiglu form (iarg[2]: x =
+//   gate | up, qmatmul_swiglu) stages silu(gate) * up the same way; where
+//   the kernel does not apply, the SWIGLU kernel runs first.
 // - F32/BF16/F16 weights, M <= 8: the dense GEMV of gemv.cu (cuda_gemv_f32x:
 //   x staged as float, the norm fused into the staging, res in its epilogue)
 //   when its kernels apply; else the paths below.
