@@ -25,6 +25,11 @@ ingot_tensor *ingot_qmatmul(const ingot_tensor *x, const ingot_tensor *w, int gg
 ingot_tensor *ingot_qmatmul_fused(const ingot_tensor *x, const ingot_tensor *w, int ggml_type,
                                   int64_t cols, const ingot_tensor *norm, double eps,
                                   const ingot_tensor *res);
+/* swiglu(gu[:, :cols], gu[:, cols:]) . W^T (+ res): the down projection of a
+ * gated MLP read straight from the gate|up product gu f32 [M, 2 cols] (one
+ * kernel on CUDA for M <= 8: silu(gate) * up made as x is staged). */
+ingot_tensor *ingot_qmatmul_swiglu(const ingot_tensor *gu, const ingot_tensor *w, int ggml_type,
+                                   int64_t cols, const ingot_tensor *res);
 /* Rows ids [T] (int32/int64, on w's device) of a ggml-block table W [rows, S]
  * of ggml_type (padded rows as in ingot_qmatmul), dequantised to f32
  * [T, cols] (embedding lookup of a quantised table). Out-of-range ids fail

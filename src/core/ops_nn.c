@@ -7,6 +7,9 @@
  *            or NULL; iarg[0] = ggml type, iarg[1] = K; farg[0] = eps;
  *            out[0] = f32 [M, N] = (norm ? rms_norm(x, norm, eps) : x) . W^T
  *            (+ res). M, N, K > 0. nin = 4 (slots 2 and 3 may be NULL).
+ *            iarg[2] = 1 (swiglu): x is f32 [M, 2K] = gate | up, norm NULL,
+ *            and the product takes silu(gate) * up (the SWIGLU op's values)
+ *            in x's place; iarg[2] = 0 otherwise.
  * QGET_ROWS: in[0] = W as above [rows, S]; in[1] = ids, int64 [T]
  *            contiguous; iarg[0] = type, iarg[1] = cols; out[0] = f32
  *            [T, cols]. Ids outside [0, rows) fail with INGOT_ERR_INDEX
@@ -74,10 +77,10 @@ static ingot_tensor *run_nn(ingot_op_args *a, int ndim, const int64_t *shape, in
   return r;
 }
 
-/* The optional operands of qmatmul_fused: norm f32 [cols], res f32 [M, N]. */
-static bool check_fused(const ingot_tensor *norm, double eps, const ingot_tensor *res, int64_t cols,
-                        const int64_t *yshape) {
-  const char *op = "qmatmul_fused";
+/* The optional operands of qmatmul_fused and qmatmul_swiglu (op): norm f32
+ * [cols], res f32 [M, N]. */
+static bool check_fused(const char *op, const ingot_tensor *norm, double eps,
+                        const ingot_tensor *res, int64_t cols, const int64_t *yshape) {
   if (norm && (norm->dtype != INGOT_F32 || norm->ndim != 1 || norm->shape[0] != cols)) {
     ingot_set_error(INGOT_ERR_SHAPE, "%s: norm must be float32 [%lld], got %s with %d dims", op,
                     (long long)cols, ingot_dtype_name(norm->dtype), norm->ndim);
@@ -97,10 +100,11 @@ static bool check_fused(const ingot_tensor *norm, double eps, const ingot_tensor
   return true;
 }
 
-/* qmatmul and qmatmul_fused (op names the caller in errors; norm, res may be NULL). */
+/* qmatmul, qmatmul_fused and (glu: x = gate | up, [M, 2 cols]) qmatmul_swiglu
+ * (op names the caller in errors; norm, res may be NULL). */
 static ingot_tensor *qmatmul(const char *op, const ingot_tensor *x, const ingot_tensor *w,
                              int ggml_type, int64_t cols, const ingot_tensor *norm, double eps,
-                             const ingot_tensor *res) {
+                             const ingot_tensor *res, bool glu) {
   const ingot_tensor *ts[4] = {x, w, norm, res};
   int nts = 2;
   if (norm) ts[nts++] = norm;
@@ -110,11 +114,12 @@ static ingot_tensor *qmatmul(const char *op, const ingot_tensor *x, const ingot_
   if (x->dtype != INGOT_F32)
     return ingot_fail(INGOT_ERR_DTYPE, "%s: x must be float32, got %s", op,
                       ingot_dtype_name(x->dtype));
-  if (x->ndim != 2 || x->shape[1] != cols)
+  const int64_t xcols = glu ? 2 * cols : cols;
+  if (x->ndim != 2 || x->shape[1] != xcols)
     return ingot_fail(INGOT_ERR_SHAPE, "%s: x must be [M, %lld], got %d dims (last %lld)", op,
-                      (long long)cols, x->ndim, (long long)(x->ndim ? x->shape[x->ndim - 1] : 0));
+                      (long long)xcols, x->ndim, (long long)(x->ndim ? x->shape[x->ndim - 1] : 0));
   const int64_t shape[2] = {x->shape[0], w->shape[0]};
-  if (!check_fused(norm, eps, res, cols, shape)) return NULL;
+  if (!check_fused(op, norm, eps, res, cols, shape)) return NULL;
   if (shape[0] == 0 || shape[1] == 0) return tensor_new(2, shape, INGOT_F32, x->device);
   ingot_op_args a = {.op = INGOT_OP_QMATMUL, .nin = 4, .nout = 1};
   ingot_tensor *tmp[4]; /* contiguous operands, packed (run_nn releases them) */
@@ -125,19 +130,25 @@ static ingot_tensor *qmatmul(const char *op, const ingot_tensor *x, const ingot_
   a.in[3] = res ? tmp[nts - 1] : NULL;
   a.iarg[0] = ggml_type;
   a.iarg[1] = cols;
+  a.iarg[2] = glu;
   a.farg[0] = eps;
   return run_nn(&a, 2, shape, INGOT_F32, x->device, tmp, nts);
 }
 
 ingot_tensor *ingot_qmatmul(const ingot_tensor *x, const ingot_tensor *w, int ggml_type,
                             int64_t cols) {
-  return qmatmul("qmatmul", x, w, ggml_type, cols, NULL, 0.0, NULL);
+  return qmatmul("qmatmul", x, w, ggml_type, cols, NULL, 0.0, NULL, false);
 }
 
 ingot_tensor *ingot_qmatmul_fused(const ingot_tensor *x, const ingot_tensor *w, int ggml_type,
                                   int64_t cols, const ingot_tensor *norm, double eps,
                                   const ingot_tensor *res) {
-  return qmatmul("qmatmul_fused", x, w, ggml_type, cols, norm, eps, res);
+  return qmatmul("qmatmul_fused", x, w, ggml_type, cols, norm, eps, res, false);
+}
+
+ingot_tensor *ingot_qmatmul_swiglu(const ingot_tensor *gu, const ingot_tensor *w, int ggml_type,
+                                   int64_t cols, const ingot_tensor *res) {
+  return qmatmul("qmatmul_swiglu", gu, w, ggml_type, cols, NULL, 0.0, res, true);
 }
 
 ingot_tensor *ingot_qget_rows(const ingot_tensor *w, int ggml_type, int64_t cols,

@@ -77,6 +77,9 @@ static ingot_status qproduct(int type, const uint8_t *wp, size_t rs, int64_t N, 
   return st;
 }
 
+/* silu(g) * u, the SWIGLU op's value (also what qmatmul_swiglu multiplies). */
+static inline float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
 static ingot_status k_qmatmul(ingot_op_args *a) {
   const ingot_tensor *x = a->in[0], *w = a->in[1], *norm = a->in[2], *res = a->in[3];
   ingot_tensor *y = a->out[0];
@@ -89,6 +92,13 @@ static ingot_status k_qmatmul(ingot_op_args *a) {
     if (!xn) return ingot_set_error(INGOT_ERR_OOM, "qmatmul: out of memory");
     for (int64_t r = 0; r < M; r++)
       rms_row(xp + r * K, INGOT_F32, tensor_ptr(norm), INGOT_F32, K, (float)a->farg[0], xn + r * K);
+    xp = xn;
+  } else if (a->iarg[2]) { /* x = gate | up [M, 2K]: silu(gate) * up into a scratch copy */
+    xn = malloc((size_t)M * (size_t)K * sizeof *xn);
+    if (!xn) return ingot_set_error(INGOT_ERR_OOM, "qmatmul: out of memory");
+    for (int64_t r = 0; r < M; r++)
+      for (int64_t j = 0; j < K; j++)
+        xn[r * K + j] = silu_mul(xp[r * 2 * K + j], xp[r * 2 * K + K + j]);
     xp = xn;
   }
   ingot_status st =
@@ -144,8 +154,7 @@ static ingot_status k_swiglu(ingot_op_args *a) {
 #pragma omp parallel for schedule(static) if (n >= CPU_GRAIN)
   for (int64_t i = 0; i < n; i++) {
     const int64_t r = i / cols, c = i % cols;
-    const float gv = ld_f(gp, dt, r * sg + c);
-    st_f(yp, dt, i, gv / (1.0f + expf(-gv)) * ld_f(up, dt, r * su + c));
+    st_f(yp, dt, i, silu_mul(ld_f(gp, dt, r * sg + c), ld_f(up, dt, r * su + c)));
   }
   return INGOT_OK;
 }

@@ -7,29 +7,36 @@
 // - rope: one thread per rotated pair; angle pos * inv_freq in double.
 // - kv_cache_write: one thread per element; rows with pos outside [0, ctx)
 //   are skipped (a check would need a host round trip).
-// - attention_cached (flash-decoding): a cache of at most kSingleRows rows:
-//   a cluster of kCluster blocks per (head, row) splits rows 0..pos[t] and
-//   merges max, sums and outputs through distributed shared memory (one
+// - attention_cached (flash-decoding): decode (T = 1) with a cache of at
+//   most kClusterCtx rows, or any T with at most kSingleRows: a cluster of
+//   kCluster blocks per (head, row) splits the live rows 0..pos[t] evenly
+//   (sized on the device, so the launch is the same for any position), each
+//   block runs an online softmax over tiles of its rows, and the blocks
+//   merge max, sums and outputs through distributed shared memory (one
 //   launch, no scratch). A longer cache is cut into at most kMaxChunks chunks
 //   (multiples of kTile rows); block (chunk, head, row) writes a partial
 //   (max, sum, acc[D]) of its rows of 0..pos[t]; blocks whose chunk starts
 //   past pos[t] exit; a combine kernel per (head, row) merges the valid
 //   partials. pos is clamped into [0, ctx).
 // - rope_kv_write: a warp per (row, head of q, k or v): norm, rope, write.
+// The decode kernels (rope_kv_write, attention_cached) launch with PDL
+// (pdl.cuh) and wait before their first read.
 #include <cooperative_groups.h>
 #include <cuda_fp16.h>
 #include <math.h>
 
 #include "cuda_common.cuh"
+#include "pdl.cuh"
 
 namespace cg = cooperative_groups;
 
 namespace {
 
-const int kTile = 128;        // cache rows scored per pass of a block (shared scores)
-const int kSingleRows = 512;  // caches up to this long: a cluster per head, no combine
-const int kMaxChunks = 64;    // partials per (row, head)
-const int kThreads = 128;     // 4 warps (partial kernel: a thread keeps 2 of D <= 256 outputs)
+const int kTile = 128;         // cache rows scored per pass of a block (shared scores)
+const int kSingleRows = 512;   // T > 1, caches up to this long: a cluster per head, no combine
+const int kClusterCtx = 8192;  // T = 1, caches up to this long: a cluster per head
+const int kMaxChunks = 64;     // partials per (row, head)
+const int kThreads = 128;      // 4 warps (partial kernel: a thread keeps 2 of D <= 256 outputs)
 
 __device__ __forceinline__ int clamp_pos(int p, int ctx) {
   return p < 0 ? 0 : p >= ctx ? ctx - 1 : p;
@@ -135,6 +142,8 @@ __global__ void __launch_bounds__(kRkvWarps * 32)
   __shared__ float buf[kRkvWarps][256];
   int lane = threadIdx.x & 31, wi = threadIdx.x >> 5, nslot = P.Hq + 2 * P.Hkv;
   float *y = buf[wi];
+  pdl_wait();  // q, k, v and pos come from earlier kernels
+  pdl_launch_dependents();
   for (int64_t g = (int64_t)blockIdx.x * kRkvWarps + wi; g < (int64_t)P.T * nslot;
        g += (int64_t)gridDim.x * kRkvWarps) {
     int t = (int)(g / nslot), j = (int)(g % nslot);
@@ -142,6 +151,7 @@ __global__ void __launch_bounds__(kRkvWarps * 32)
     int h = which == 0 ? j : which == 1 ? j - P.Hq : j - P.Hq - P.Hkv;
     const float *x = P.src[which] + t * P.rs[which] + h * P.hs[which];
     const float *w = which < 2 ? P.w[which] : nullptr;
+    const int p = P.pos[t];  // loaded with the head's values, not after them
     float ss = 0.f;
     for (int i = lane; i < P.D; i += 32) {
       float v = x[i];
@@ -153,7 +163,7 @@ __global__ void __launch_bounds__(kRkvWarps * 32)
       for (int i = lane; i < P.D; i += 32) y[i] = __fmul_rn(__fmul_rn(y[i], inv), w[i]);
     }
     __syncwarp();
-    int p = P.pos[t], half = P.D / 2;
+    int half = P.D / 2;
     bool in_cache = p >= 0 && p < P.ctx;
     int64_t crow = ((int64_t)p * P.Hkv + h) * P.D;
     if (which == 2) {
@@ -205,9 +215,11 @@ ingot_status k_rope_kv_write(ingot_op_args *a) {
   cudaStream_t s = stream_of(a->out[0]);
   void *kc = ingot_tensor_data(a->out[1]), *vc = ingot_tensor_data(a->out[2]);
   if (ingot_dtype_of(a->out[1]) == INGOT_F16)
-    rope_kv_kernel<f16_t><<<grid, kRkvWarps * 32, 0, s>>>(P, (f16_t *)kc, (f16_t *)vc);
+    launch_pdl(rope_kv_kernel<f16_t>, dim3(grid), dim3(kRkvWarps * 32), 0, s, P, (f16_t *)kc,
+               (f16_t *)vc);
   else
-    rope_kv_kernel<float><<<grid, kRkvWarps * 32, 0, s>>>(P, (float *)kc, (float *)vc);
+    launch_pdl(rope_kv_kernel<float>, dim3(grid), dim3(kRkvWarps * 32), 0, s, P, (float *)kc,
+               (float *)vc);
   return launch_status("rope_kv_write kernel");
 }
 
@@ -226,21 +238,21 @@ __device__ float block_reduce(float x, float *red) {
   return r;
 }
 
-// ---- caches of at most kSingleRows rows: a cluster per (head, row) ----
+// ---- a cluster per (head, row) ----
 // Block r of the cluster of (head h, row t) holds cache rows [r * chunk,
-// (r + 1) * chunk) of 0..pos[t] (none when it starts past pos[t]). Inside a
-// block, lane groups of lr lanes take one cache row each (a lane holds up to
-// kLaneVals of the D values, in vectors of V elements) and load kBatch rows
-// before they compute, so many loads are in flight. Three steps, split by
-// cluster barriers (distributed shared memory, no global scratch):
-// 1. scores of the block's rows; its max into stat[0];
-// 2. M = max over the cluster; p = exp(score - M); the block's sum of p into
-//    stat[1] and of p v into acc[D] (lane groups merged in shared memory);
-// 3. block r writes out[t, h, d] = sum of acc[d] / sum of stat[1] for its
-//    slice of d. As the CPU: weights relative to the global max, NaN scores
-//    and all -inf rows give NaN.
-const int kCluster = 8;                           // blocks a (head, row): the portable maximum
-const int kClusterRows = kSingleRows / kCluster;  // most cache rows a block holds
+// (r + 1) * chunk) of 0..pos[t], chunk = ceil((pos[t] + 1) / kCluster) (none
+// when it starts past pos[t]). Inside a block, lane groups of lr lanes take
+// one cache row each (a lane holds up to kLaneVals of the D values, in
+// vectors of V elements) and load kBatch rows before they compute, so many
+// loads are in flight. Per tile of kTile rows:
+// 1. scores into shared memory; the tile's max;
+// 2. running max m' = max(m, tile max); the sums so far scaled by exp(m - m');
+//    p = exp(score - m'); l += sum of p, a += p v (per lane).
+// Then the lane groups' a merge into acc[D], m and l go to stat, and after a
+// cluster barrier block r writes out[t, h, d] = sum_b acc_b[d] f_b / sum_b l_b
+// f_b, f_b = exp(m_b - M), M the cluster's max. As the CPU: NaN scores and
+// all -inf rows give NaN; -inf scores weigh 0.
+const int kCluster = 8;   // blocks a (head, row): the portable maximum
 const int kLaneVals = 8;  // values of a row a lane holds (D <= 32 lanes * 8)
 const int kBatch = 4;     // rows a lane group loads before it computes
 
@@ -288,20 +300,30 @@ __device__ __forceinline__ void load_rows(const C *rows, int64_t rs, int j0, int
   }
 }
 
+// Weight of score s relative to the running max mn: -inf scores weigh 0
+// even while mn is -inf (exp(-inf - -inf) would be NaN), NaN stays NaN.
+__device__ __forceinline__ float score_weight(float s, float mn) {
+  return s == -INFINITY ? 0.f : expf(s - mn);
+}
+
 template <class C, int V>
 __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
     attn_cluster_kernel(const float *__restrict__ q, const C *__restrict__ kc,
                         const C *__restrict__ vc, const int32_t *__restrict__ pos,
-                        float *__restrict__ out, int Hq, int Hkv, int D, int ctx, int chunk, int lr,
+                        float *__restrict__ out, int Hq, int Hkv, int D, int ctx, int lr,
                         float scale) {
-  __shared__ float sc[kClusterRows];            // scores of the block's rows
+  __shared__ float sc[kTile];                   // scores of the block's current tile
   __shared__ float part[kThreads * kLaneVals];  // sums of p v of each lane group [group][D]
   __shared__ float acc[256];                    // the block's sum of p v (read by the cluster)
   __shared__ float stat[2];                     // the block's max score, sum of p
   cg::cluster_group cluster = cg::this_cluster();
   const int r = (int)cluster.block_rank(), h = blockIdx.y, t = blockIdx.z;
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-  const int npos = clamp_pos(pos[t], ctx) + 1;
+  pdl_wait();  // q, the caches and pos come from earlier kernels
+  pdl_launch_dependents();
+  // The live rows 0..pos[t] split evenly over the cluster (read here, so a
+  // captured launch fits every position).
+  const int npos = clamp_pos(pos[t], ctx) + 1, chunk = (npos + kCluster - 1) / kCluster;
   const int start = min(r * chunk, npos), n = min(start + chunk, npos) - start;
   const int nv = D / V, grp = threadIdx.x / lr, sub = threadIdx.x % lr, ngrp = kThreads / lr;
   const int64_t rs = (int64_t)Hkv * D;  // elements from one cache row to the next
@@ -313,64 +335,74 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
     int v = sub + i / V * lr;
     qv[i] = v < nv ? qi[v * V + i % V] : 0.f;
   }
-  // The first batch of V rows loads while the scores and the barrier run.
-  float xv[kBatch][kLaneVals];
-  load_rows<C, V>(vc + first, rs, grp, ngrp, n, sub, lr, nv, xv);
-  // 1. Scores. jb is uniform over the block, so whole warps run the shuffles.
-  for (int jb = 0; jb < n; jb += kBatch * ngrp) {
-    float x[kBatch][kLaneVals];
-    load_rows<C, V>(kc + first, rs, jb + grp, ngrp, n, sub, lr, nv, x);
+  // Tiles of kTile rows, softmax online: m = running max (uniform over the
+  // block), l = sum of weights (warp 0), a = this lane's sums of p v.
+  float m = -INFINITY, l = 0.f, a[kLaneVals] = {};
+  for (int s0 = 0; s0 < n; s0 += kTile) {  // n and s0 are uniform over the block
+    const int nt = min(kTile, n - s0);
+    const C *kt = kc + first + (int64_t)s0 * rs, *vt = vc + first + (int64_t)s0 * rs;
+    // The first batch of V rows loads while the scores run.
+    float xv[kBatch][kLaneVals];
+    load_rows<C, V>(vt, rs, grp, ngrp, nt, sub, lr, nv, xv);
+    // 1. Scores. jb is uniform over the block, so whole warps run the shuffles.
+    for (int jb = 0; jb < nt; jb += kBatch * ngrp) {
+      float x[kBatch][kLaneVals];
+      load_rows<C, V>(kt, rs, jb + grp, ngrp, nt, sub, lr, nv, x);
 #pragma unroll
-    for (int u = 0; u < kBatch; u++) {
-      float d = 0.f;
+      for (int u = 0; u < kBatch; u++) {
+        float d = 0.f;
 #pragma unroll
-      for (int i = 0; i < kLaneVals; i++) d = fmaf(qv[i], x[u][i], d);
-      for (int o = lr / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-      int j = jb + u * ngrp + grp;
-      if (sub == 0 && j < n) sc[j] = d * scale;
+        for (int i = 0; i < kLaneVals; i++) d = fmaf(qv[i], x[u][i], d);
+        for (int o = lr / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+        int j = jb + u * ngrp + grp;
+        if (sub == 0 && j < nt) sc[j] = d * scale;
+      }
     }
-  }
-  __syncthreads();
-  if (w == 0) {
-    float m = -INFINITY;
-    for (int j = lane; j < n; j += 32) m = fmaxf(m, sc[j]);
-    m = warp_max(m);
-    if (lane == 0) stat[0] = m;
-  }
-  cluster.sync();  // every block's max visible
-  // 2. Weights relative to the cluster's max (fmaxf skips NaN scores, as the CPU).
-  float M = lane < kCluster ? *cluster.map_shared_rank(&stat[0], lane) : -INFINITY;
-  M = warp_max(M);
-  if (w == 0) {
-    float l = 0.f;
-    for (int j = lane; j < n; j += 32) l += expf(sc[j] - M);
-    l = warp_sum(l);
-    if (lane == 0) stat[1] = l;
-  }
-  float a[kLaneVals] = {};
-  for (int jb = 0; jb < n; jb += kBatch * ngrp) {
-    if (jb > 0) load_rows<C, V>(vc + first, rs, jb + grp, ngrp, n, sub, lr, nv, xv);
-#pragma unroll
-    for (int u = 0; u < kBatch; u++) {
-      int j = jb + u * ngrp + grp;
-      float p = j < n ? expf(sc[j] - M) : 0.f;  // rows past n: zeros, never NaN
-#pragma unroll
-      for (int i = 0; i < kLaneVals; i++) a[i] = fmaf(p, xv[u][i], a[i]);
+    __syncthreads();
+    // 2. The tile's max (every warp alike; fmaxf skips NaN scores, as the
+    // CPU), the rescale of what came before, the weighted V rows.
+    float tm = -INFINITY;
+    for (int j = lane; j < nt; j += 32) tm = fmaxf(tm, sc[j]);
+    const float mn = fmaxf(m, warp_max(tm));
+    const float corr = m == -INFINITY ? 0.f : expf(m - mn);
+    if (w == 0) {
+      float ts = 0.f;
+      for (int j = lane; j < nt; j += 32) ts += score_weight(sc[j], mn);
+      l = l * corr + warp_sum(ts);
     }
+#pragma unroll
+    for (int i = 0; i < kLaneVals; i++) a[i] *= corr;
+    for (int jb = 0; jb < nt; jb += kBatch * ngrp) {
+      if (jb > 0) load_rows<C, V>(vt, rs, jb + grp, ngrp, nt, sub, lr, nv, xv);
+#pragma unroll
+      for (int u = 0; u < kBatch; u++) {
+        int j = jb + u * ngrp + grp;
+        float p = j < nt ? score_weight(sc[j], mn) : 0.f;  // rows past nt: zeros, never NaN
+#pragma unroll
+        for (int i = 0; i < kLaneVals; i++) a[i] = fmaf(p, xv[u][i], a[i]);
+      }
+    }
+    m = mn;
+    __syncthreads();  // sc is rewritten by the next tile
   }
 #pragma unroll
   for (int i = 0; i < kLaneVals; i++) {
     int v = sub + i / V * lr;
     if (v < nv) part[grp * D + v * V + i % V] = a[i];
   }
+  if (threadIdx.x == 0) stat[0] = m, stat[1] = l;
   __syncthreads();
   for (int d = threadIdx.x; d < D; d += kThreads) {
     float s = 0.f;
     for (int g = 0; g < ngrp; g++) s += part[g * D + d];
     acc[d] = s;
   }
-  cluster.sync();  // every block's acc and stat[1] visible
-  // 3. Block r's slice of the output.
+  cluster.sync();  // every block's max, sum and acc visible
+  // 3. Block r's slice of the output: the blocks' sums rescaled to the
+  // cluster's max M (a block without rows: m = -inf, weight 0). All scores
+  // -inf: L = 0 and the head is NaN, as on the CPU.
+  float M = lane < kCluster ? *cluster.map_shared_rank(&stat[0], lane) : -INFINITY;
+  M = warp_max(M);
   const int per = (D + kCluster - 1) / kCluster;
   for (int i = threadIdx.x; i < per; i += kThreads) {
     int d = r * per + i;
@@ -378,8 +410,10 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
     float L = 0.f, A = 0.f;
 #pragma unroll
     for (int b = 0; b < kCluster; b++) {
-      L += *cluster.map_shared_rank(&stat[1], b);
-      A += *cluster.map_shared_rank(&acc[d], b);
+      const float mb = *cluster.map_shared_rank(&stat[0], b);
+      const float f = mb == -INFINITY ? 0.f : expf(mb - M);
+      L = fmaf(*cluster.map_shared_rank(&stat[1], b), f, L);
+      A = fmaf(*cluster.map_shared_rank(&acc[d], b), f, A);
     }
     out[((int64_t)t * Hq + h) * D + d] = A / L;
   }
@@ -401,14 +435,13 @@ void launch_cluster(const float *q, const void *kc, const void *vc, const int32_
   // Vectors of 4 need 4-element aligned rows: D % 4 == 0 and aligned bases.
   uintptr_t al = 4 * sizeof(C);
   bool vec = D % 4 == 0 && (uintptr_t)kc % al == 0 && (uintptr_t)vc % al == 0;
-  int chunk = (ctx + kCluster - 1) / kCluster;
   dim3 grid((unsigned)kCluster, (unsigned)Hq, (unsigned)T);
   if (vec)
-    attn_cluster_kernel<C, 4><<<grid, kThreads, 0, s>>>(q, k, v, pos, out, Hq, Hkv, D, ctx, chunk,
-                                                        cluster_lanes(D, 4), scale);
+    launch_pdl(attn_cluster_kernel<C, 4>, grid, dim3(kThreads), 0, s, q, k, v, pos, out, Hq, Hkv, D,
+               ctx, cluster_lanes(D, 4), scale);
   else
-    attn_cluster_kernel<C, 1><<<grid, kThreads, 0, s>>>(q, k, v, pos, out, Hq, Hkv, D, ctx, chunk,
-                                                        cluster_lanes(D, 1), scale);
+    launch_pdl(attn_cluster_kernel<C, 1>, grid, dim3(kThreads), 0, s, q, k, v, pos, out, Hq, Hkv, D,
+               ctx, cluster_lanes(D, 1), scale);
 }
 
 // ---- longer caches: chunks and a combine ----
@@ -426,6 +459,8 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float sc[kTile];
   __shared__ float red[kThreads / 32];
   int c = blockIdx.x, h = blockIdx.y, t = blockIdx.z;
+  pdl_wait();  // before any read and before the early exit (pdl.cuh)
+  pdl_launch_dependents();
   int npos = clamp_pos(pos[t], ctx) + 1;
   int start = c * chunk;
   if (start >= npos) return;  // past this row's position: the combine skips it
@@ -489,6 +524,8 @@ __global__ void attn_combine_kernel(const float *__restrict__ part_ml,
                                     const int32_t *__restrict__ pos, float *__restrict__ out,
                                     int Hq, int D, int ctx, int chunk, int nch) {
   int h = blockIdx.x, t = blockIdx.y, d = threadIdx.x;
+  pdl_wait();
+  pdl_launch_dependents();
   if (d >= D) return;
   int nvalid = clamp_pos(pos[t], ctx) / chunk + 1;
   int64_t base = ((int64_t)t * Hq + h) * nch;
@@ -524,7 +561,9 @@ ingot_status k_attention_cached(ingot_op_args *a) {
     return cuda_check(cuda_attention_prefill(q, kc, vc, half, pos, (float *)ingot_tensor_data(out),
                                              T, Hq, Hkv, D, ctx, scale, s),
                       "attention_cached prefill kernel");
-  if (ctx <= kSingleRows) {  // a cluster per (head, row): one launch, no partials
+  // A cluster per (head, row), one launch, no partials: decode (T = 1) up to
+  // kClusterCtx rows, rows of a longer T up to kSingleRows.
+  if (ctx <= (T == 1 ? kClusterCtx : kSingleRows)) {
     float *o = (float *)ingot_tensor_data(out);
     if (half)
       launch_cluster<f16_t>(q, kc, vc, pos, o, T, Hq, Hkv, D, ctx, scale, s);
@@ -542,15 +581,16 @@ ingot_status k_attention_cached(ingot_op_args *a) {
   if (!scratch) return ingot_last_status();
   float *ml = scratch, *acc = scratch + 2 * nparts;
   if (half)
-    attn_partial_kernel<f16_t><<<grid, kThreads, 0, s>>>(
-        q, (const f16_t *)kc, (const f16_t *)vc, pos, ml, acc, Hq, Hkv, D, ctx, chunk, scale);
+    launch_pdl(attn_partial_kernel<f16_t>, grid, dim3(kThreads), 0, s, q, (const f16_t *)kc,
+               (const f16_t *)vc, pos, ml, acc, Hq, Hkv, D, ctx, chunk, scale);
   else
-    attn_partial_kernel<float><<<grid, kThreads, 0, s>>>(
-        q, (const float *)kc, (const float *)vc, pos, ml, acc, Hq, Hkv, D, ctx, chunk, scale);
+    launch_pdl(attn_partial_kernel<float>, grid, dim3(kThreads), 0, s, q, (const float *)kc,
+               (const float *)vc, pos, ml, acc, Hq, Hkv, D, ctx, chunk, scale);
   st = launch_status("attention_cached partial kernel");
   if (!st) {
-    attn_combine_kernel<<<dim3((unsigned)Hq, (unsigned)T), (unsigned)((D + 31) / 32 * 32), 0, s>>>(
-        ml, acc, pos, (float *)ingot_tensor_data(out), Hq, D, ctx, chunk, nch);
+    launch_pdl(attn_combine_kernel, dim3((unsigned)Hq, (unsigned)T),
+               dim3((unsigned)((D + 31) / 32 * 32)), 0, s, ml, acc, pos,
+               (float *)ingot_tensor_data(out), Hq, D, ctx, chunk, nch);
     st = launch_status("attention_cached combine kernel");
   }
   cuda_scratch_free(dev, scratch, s);

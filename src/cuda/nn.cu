@@ -9,10 +9,13 @@
 // - swiglu: rows of n with their own gate/up row strides (views of a fused
 //   gate|up product); 16-byte vectors (4 f32 or 8 bf16/f16) when every row
 //   start is 16-byte aligned, scalar tail; f32 math, one rounding.
+// Both launch with PDL (pdl.cuh: they wait before their first read).
 // No host sync; launched on the output's current stream (graph-capturable).
 #include <stdint.h>
 
 #include "cuda_common.cuh"
+#include "pdl.cuh"
+#include "swiglu.cuh"
 
 namespace {
 
@@ -24,6 +27,8 @@ __global__ void __launch_bounds__(kNormThreads)
                     int64_t rows, int64_t n, float eps) {
   __shared__ float part[kNormThreads / 32];
   __shared__ float inv_s;
+  pdl_wait();  // x comes from an earlier kernel
+  pdl_launch_dependents();
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T *xr = x + r * n;
     T *yr = y + r * n;
@@ -50,8 +55,7 @@ __global__ void __launch_bounds__(kNormThreads)
 
 template <class T>
 __device__ __forceinline__ T swiglu1(T g, T u) {
-  const float gv = to_acc(g);
-  return from_acc<T>(__fmul_rn(__fdiv_rn(gv, 1.0f + expf(-gv)), (float)to_acc(u)));
+  return from_acc<T>(silu_mul(to_acc(g), (float)to_acc(u)));
 }
 
 template <class T>
@@ -59,6 +63,8 @@ __global__ void swiglu_kernel(const T *__restrict__ g, const T *__restrict__ u, 
                               int64_t rows, int64_t n, int64_t sg, int64_t su, bool vec) {
   constexpr int V = 16 / sizeof(T);
   const int64_t nvr = vec ? n / V : 0, tail = n - nvr * V;
+  pdl_wait();
+  pdl_launch_dependents();
   CUDA_GRID_STRIDE(i, rows * nvr) {
     const int64_t r = i / nvr, c = (i - r * nvr) * V;
     uint4 gq = *reinterpret_cast<const uint4 *>(g + r * sg + c);
@@ -83,11 +89,11 @@ void launch_rms(const ingot_tensor *x, const ingot_tensor *w, ingot_tensor *y, i
   const T *xp = static_cast<const T *>(ingot_tensor_data(x));
   T *yp = static_cast<T *>(ingot_tensor_data(y));
   if (ingot_dtype_of(w) == INGOT_F32)
-    rms_norm_kernel<T, float><<<grid, kNormThreads, 0, s>>>(
-        xp, static_cast<const float *>(ingot_tensor_data(w)), yp, rows, n, eps);
+    launch_pdl(rms_norm_kernel<T, float>, dim3(grid), dim3(kNormThreads), 0, s, xp,
+               static_cast<const float *>(ingot_tensor_data(w)), yp, rows, n, eps);
   else
-    rms_norm_kernel<T, T><<<grid, kNormThreads, 0, s>>>(
-        xp, static_cast<const T *>(ingot_tensor_data(w)), yp, rows, n, eps);
+    launch_pdl(rms_norm_kernel<T, T>, dim3(grid), dim3(kNormThreads), 0, s, xp,
+               static_cast<const T *>(ingot_tensor_data(w)), yp, rows, n, eps);
 }
 
 ingot_status k_rms_norm(ingot_op_args *a) {
@@ -123,7 +129,8 @@ void launch_swiglu(const ingot_op_args *a, cudaStream_t s) {
   const bool vec = ((uintptr_t)gp | (uintptr_t)up | (uintptr_t)yp) % 16 == 0 &&
                    (rows == 1 || (n % V == 0 && sg % V == 0 && su % V == 0));
   const int64_t work = vec ? rows * (n / V) + rows * (n % V) : rows * n;
-  swiglu_kernel<T><<<grid_for(work, 256), 256, 0, s>>>(gp, up, yp, rows, n, sg, su, vec);
+  launch_pdl(swiglu_kernel<T>, dim3(grid_for(work, 256)), dim3(256), 0, s, gp, up, yp, rows, n, sg,
+             su, vec);
 }
 
 ingot_status k_swiglu(ingot_op_args *a) {

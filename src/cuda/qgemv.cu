@@ -1,5 +1,6 @@
 // Products with GGML-block weights and quantised row lookup on CUDA:
-// QMATMUL (y [M, N] = (norm ? rms_norm(x) : x) [M, K] . W^T (+ res)) and
+// QMATMUL (y [M, N] = (norm ? rms_norm(x) : x) [M, K] . W^T (+ res), or
+// swiglu(gate, up) . W^T (+ res) with x = gate | up [M, 2K]) and
 // QGET_ROWS (contracts in src/core/ops_nn.c; CPU reference src/cpu/nn.c).
 // Every type of ggml_blocks.cuh (F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K
 // Q5_K Q6_K); W rows may be padded (row stride S >= the row's bytes).
@@ -9,7 +10,9 @@
 //   to 4 KiB and x within 48 KiB of shared memory: qgemv_smem_kernel
 //   (qgemv_kernels.cuh: x staged and normalised per block, row spans read
 //   with int4 loads into a per-warp shared buffer, double-buffered), the
-//   norm and the residual in the same launch.
+//   norm and the residual in the same launch. The swiglu form (iarg[2]: x =
+//   gate | up, qmatmul_swiglu) stages silu(gate) * up the same way; where
+//   the kernel does not apply, the SWIGLU kernel runs first.
 // - F32/BF16/F16 weights, M <= 8: the dense GEMV of gemv.cu (cuda_gemv_f32x:
 //   x staged as float, the norm fused into the staging, res in its epilogue)
 //   when its kernels apply; else the paths below.
@@ -32,6 +35,9 @@
 // - QGET_ROWS: one thread per (id, 32-element unit). Ids are checked as
 //   embedding checks them (cuda_check_index_range); with checks off an
 //   out-of-range id yields a zero row.
+// Every kernel here is launched with PDL (pdl.cuh): the shared-memory GEMV
+// loads its first weight span before pdl_wait, so the weight fetch overlaps
+// the previous kernel's tail; the others wait first.
 // No host sync besides that index check; everything on the output's current
 // stream, capturable in a graph.
 #include <stdint.h>
@@ -39,6 +45,7 @@
 #include "cuda_common.cuh"
 #include "ggml_blocks.cuh"
 #include "gemv.cuh"
+#include "pdl.cuh"
 #include "ingot/nn.h"
 #include "ingot/ops.h"
 #include "qgemv_kernels.cuh"
@@ -61,28 +68,30 @@ cudaError_t launch_get_rows(int type, const uint8_t *w, int64_t rs, int64_t nrow
   const bool al = rows_aligned(type, w, rs);
   const bool ovec = (uintptr_t)out % 16 == 0 && cols % 4 == 0;
   const unsigned grid = grid_for(t * units, kThreads);
-  GGML_TYPE_SWITCH(type, qget_rows_kernel<QT>
-                   <<<grid, kThreads, 0, s>>>(w, rs, nrows, ids, t, cols, out, al, ovec));
-  return cudaGetLastError();
+  cudaError_t e = cudaErrorInvalidValue;
+  GGML_TYPE_SWITCH(type, e = launch_pdl(qget_rows_kernel<QT>, dim3(grid), dim3(kThreads), 0, s, w,
+                                        rs, nrows, ids, t, cols, out, al, ovec));
+  return e;
 }
 
 // Resident 4-warp blocks of the shared-memory GEMV on the H200 (132 SMs).
-constexpr int64_t kResidentBlocks = 132 * 3;
+int64_t resident_blocks(int type, int m) { return 132 * smem_blocks_per_sm(type, m == 1 ? 1 : 2); }
 // Tasks beyond which the shared-memory GEMV is bandwidth-bound: 4 tasks per
 // warp of 132 SMs x 4 4-warp blocks.
 constexpr int64_t kManyTasks = 132 * 16 * 4;
 
-// KERNEL<TYPE, R> launched with R = m rounded up to 1, 2, 4 or 8.
-#define QGEMV_BY_M(m, KERNEL, GRID, THREADS, SMEM, S, ...)      \
-  do {                                                          \
-    if ((m) == 1)                                               \
-      KERNEL<TYPE, 1><<<GRID, THREADS, SMEM, S>>>(__VA_ARGS__); \
-    else if ((m) == 2)                                          \
-      KERNEL<TYPE, 2><<<GRID, THREADS, SMEM, S>>>(__VA_ARGS__); \
-    else if ((m) <= 4)                                          \
-      KERNEL<TYPE, 4><<<GRID, THREADS, SMEM, S>>>(__VA_ARGS__); \
-    else                                                        \
-      KERNEL<TYPE, 8><<<GRID, THREADS, SMEM, S>>>(__VA_ARGS__); \
+// E = KERNEL<TYPE, R> launched with PDL (pdl.cuh), R = m rounded up to 1, 2,
+// 4 or 8.
+#define QGEMV_BY_M(E, m, KERNEL, GRID, THREADS, SMEM, S, ...)                           \
+  do {                                                                                  \
+    if ((m) == 1)                                                                       \
+      E = launch_pdl(KERNEL<TYPE, 1>, dim3(GRID), dim3(THREADS), SMEM, S, __VA_ARGS__); \
+    else if ((m) == 2)                                                                  \
+      E = launch_pdl(KERNEL<TYPE, 2>, dim3(GRID), dim3(THREADS), SMEM, S, __VA_ARGS__); \
+    else if ((m) <= 4)                                                                  \
+      E = launch_pdl(KERNEL<TYPE, 4>, dim3(GRID), dim3(THREADS), SMEM, S, __VA_ARGS__); \
+    else                                                                                \
+      E = launch_pdl(KERNEL<TYPE, 8>, dim3(GRID), dim3(THREADS), SMEM, S, __VA_ARGS__); \
   } while (0)
 
 // Lanes per row group: the next power of two >= the row's units, at most 32.
@@ -105,17 +114,18 @@ cudaError_t launch_gemv_t(const uint8_t *w, int64_t rs, const float *x, int64_t 
   const bool al = rows_aligned(TYPE, w, rs);
   const bool xvec = (uintptr_t)x % 16 == 0 && k % 4 == 0;
   const unsigned g = (unsigned)blocks;
-  QGEMV_BY_M(m, qgemv_kernel, g, kThreads, 0, s, w, rs, x, k, n, m, y, res, lpr, al, xvec);
-  return cudaGetLastError();
+  cudaError_t e;
+  QGEMV_BY_M(e, m, qgemv_kernel, g, kThreads, 0, s, w, rs, x, k, n, m, y, res, lpr, al, xvec);
+  return e;
 }
 
 // The shared-memory kernel when it applies (16-byte aligned rows, a task of
 // rows within kStageBytes, x and the warps' buffers within kSmemLimit):
-// *launched true; else nothing is launched.
+// *launched true; else nothing is launched. glu: x is gate | up [m, 2k].
 template <int TYPE>
 cudaError_t launch_gemv_smem_t(const uint8_t *w, int64_t rs, const float *x, int64_t k, int64_t n,
                                int m, float *y, const float *res, const float *norm, float eps,
-                               cudaStream_t s, bool *launched) {
+                               bool glu, cudaStream_t s, bool *launched) {
   *launched = false;
   if ((uintptr_t)w % 16 || rs % 16 || k > (1 << 20)) return cudaSuccess;
   int lpr = lanes_per_row(k);
@@ -138,20 +148,23 @@ cudaError_t launch_gemv_smem_t(const uint8_t *w, int64_t rs, const float *x, int
   if (smem > kSmemLimit) return cudaSuccess;
   int64_t blocks = (ntask + nw - 1) / nw;
   // Grid-stride over the tasks (each warp prefetches its next one): no more
-  // blocks than stay resident (144-168 registers a thread: 3 blocks of 128
-  // threads an SM), or a second wave would start late and finish last.
-  if (blocks > kResidentBlocks) blocks = kResidentBlocks;
+  // blocks than stay resident (3 or 4 blocks of 128 threads an SM, by the
+  // registers: smem_blocks_per_sm), or a second wave would start late and
+  // finish last.
+  if (blocks > resident_blocks(TYPE, m)) blocks = resident_blocks(TYPE, m);
   const bool xvec = (uintptr_t)x % 16 == 0 && k % 4 == 0;
   const unsigned g = (unsigned)blocks;
-  QGEMV_BY_M(m, qgemv_smem_kernel, g, threads, (size_t)smem, s, w, rs, x, (int)k, n, m, y, res,
-             norm, eps, lpr, (int)rw, xvec);
+  cudaError_t e;
+  QGEMV_BY_M(e, m, qgemv_smem_kernel, g, threads, (size_t)smem, s, w, rs, x, (int)k, n, m, y, res,
+             norm, eps, lpr, (int)rw, xvec, glu);
   *launched = true;
-  return cudaGetLastError();
+  return e;
 }
 
 ingot_status launch_add_res(float *y, const float *res, int64_t n, cudaStream_t s) {
-  add_res_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(y, res, n);
-  return cuda_check(cudaGetLastError(), "qmatmul residual kernel");
+  return cuda_check(
+      launch_pdl(add_res_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, s, y, res, n),
+      "qmatmul residual kernel");
 }
 
 // y [M, N] = x [M, K] . deq(W)^T for M > 8: W dequantised into f32 scratch,
@@ -182,11 +195,11 @@ ingot_status qmatmul_prefill(ingot_tensor *x, ingot_tensor *w, int type, int64_t
   return st;
 }
 
-// in[2] = norm, in[3] = res (either may be NULL). M <= 8: one launch of the
-// shared-memory kernel when it applies; otherwise rms_norm (the RMS_NORM
-// kernel), the product, and res added in the global kernel's epilogue or
-// (M > 8) by add_res_kernel.
-ingot_status k_qmatmul(ingot_op_args *a) {
+// in[2] = norm, in[3] = res (either may be NULL), x [M, K]. M <= 8: one
+// launch of the shared-memory kernel when it applies; otherwise rms_norm
+// (the RMS_NORM kernel), the product, and res added in the global kernel's
+// epilogue or (M > 8) by add_res_kernel.
+ingot_status qmatmul_x(ingot_op_args *a) {
   ingot_tensor *x = a->in[0], *w = a->in[1], *norm = a->in[2], *res = a->in[3], *y = a->out[0];
   ingot_status st = cuda_use_device_of(y);
   if (st) return st;
@@ -217,9 +230,9 @@ ingot_status k_qmatmul(ingot_op_args *a) {
       if (done || st) return st;
     }
     if (norm && !(xn = ingot_rms_norm(x, norm, a->farg[0]))) return ingot_last_status();
-    st = cuda_gemv_f32x(wp, (ingot_dtype)fdt, rs / es,
-                        (const float *)ingot_tensor_data(xn ? xn : x), m, k, n, rp, nullptr, 0.f,
-                        y, &done);
+    st =
+        cuda_gemv_f32x(wp, (ingot_dtype)fdt, rs / es, (const float *)ingot_tensor_data(xn ? xn : x),
+                       m, k, n, rp, nullptr, 0.f, y, &done);
     if (done || st) {
       ingot_release(xn);
       return st;
@@ -230,7 +243,7 @@ ingot_status k_qmatmul(ingot_op_args *a) {
     bool done = false;
     GGML_TYPE_SWITCH(
         type, e = launch_gemv_smem_t<QT>(wp, rs, (const float *)ingot_tensor_data(x), k, n, (int)m,
-                                         yp, rp, np, (float)a->farg[0], s, &done));
+                                         yp, rp, np, (float)a->farg[0], false, s, &done));
     if (done || e != cudaSuccess) {
       ingot_release(xn);
       return cuda_check(e, "qmatmul kernel");
@@ -248,6 +261,41 @@ ingot_status k_qmatmul(ingot_op_args *a) {
     st = cuda_check(e, "qmatmul kernel");
   }
   ingot_release(xn);  // stream-ordered, as the prefill scratch
+  return st;
+}
+
+// iarg[2] = 1: x = gate | up [M, 2K] and the product takes swiglu(gate, up):
+// staged by the shared-memory kernel (M <= 8, block weights: one launch),
+// else the SWIGLU kernel first and the product of its result.
+ingot_status k_qmatmul(ingot_op_args *a) {
+  if (!a->iarg[2]) return qmatmul_x(a);
+  ingot_tensor *x = a->in[0], *w = a->in[1], *res = a->in[3], *y = a->out[0];
+  ingot_status st = cuda_use_device_of(y);
+  if (st) return st;
+  const int type = (int)a->iarg[0];
+  const int64_t k = a->iarg[1], m = ingot_shape(x)[0], n = ingot_shape(w)[0];
+  const bool dense = type == INGOT_GGML_F32 || type == INGOT_GGML_BF16 || type == INGOT_GGML_F16;
+  if (m <= 8 && !dense) {  // (float weights: the dense GEMV of gemv.cu, after the SWIGLU kernel)
+    bool done = false;
+    cudaError_t e = cudaErrorInvalidValue;
+    GGML_TYPE_SWITCH(
+        type, e = launch_gemv_smem_t<QT>((const uint8_t *)ingot_tensor_data(w), ingot_shape(w)[1],
+                                         (const float *)ingot_tensor_data(x), k, n, (int)m,
+                                         (float *)ingot_tensor_data(y),
+                                         res ? (const float *)ingot_tensor_data(res) : nullptr,
+                                         nullptr, 0.f, true, stream_of(y), &done));
+    if (done || e != cudaSuccess) return cuda_check(e, "qmatmul kernel");
+  }
+  ingot_tensor *g = ingot_narrow(x, 1, 0, k), *u = ingot_narrow(x, 1, k, k);
+  ingot_tensor *h = g && u ? ingot_swiglu(g, u) : nullptr;
+  ingot_release(g);
+  ingot_release(u);
+  if (!h) return ingot_last_status();
+  ingot_op_args b = *a;
+  b.in[0] = h;
+  b.iarg[2] = 0;
+  st = qmatmul_x(&b);
+  ingot_release(h);  // stream-ordered: reused only after this stream's work
   return st;
 }
 

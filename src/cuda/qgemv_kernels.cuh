@@ -7,6 +7,8 @@
 #include <stdint.h>
 
 #include "ggml_blocks.cuh"
+#include "pdl.cuh"
+#include "swiglu.cuh"
 
 namespace qgemv {
 
@@ -96,6 +98,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t units = (k + ggml::kUnit - 1) / ggml::kUnit;
   const int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
   const int64_t nwarps = (int64_t)gridDim.x * blockDim.x / 32;
+  pdl_wait();  // x and res come from earlier kernels
+  pdl_launch_dependents();
   // The loop bound is uniform over the warp: every lane reaches the shuffles.
   for (int64_t n0 = warp * gpw * C; n0 < n; n0 += nwarps * gpw * C) {
     const int64_t row0 = n0 + (int64_t)grp * C;  // this group's rows row0 .. row0 + C - 1
@@ -144,6 +148,15 @@ constexpr int kXSkew = ggml::kUnit + 4;            // floats per staged unit of 
 constexpr int kSmemLimit = 48 * 1024;              // no opt-in launch attribute
 constexpr int kInvFloats = 8;                      // inverse RMS of the <= 8 x rows
 
+// Blocks of kSmemMaxThreads a SM keeps resident that the kernel is built
+// for (host and device agree): 4 (at most 128 registers a thread) for M = 1,
+// where every type but Q4_K/Q5_K fits that without spills (ptxas -v: 128 and
+// 164-168), so the bandwidth-bound LM head keeps 16 warps of loads an SM in
+// flight; else 3 (at most 168).
+__host__ __device__ constexpr int smem_blocks_per_sm(int type, int r) {
+  return r == 1 && type != INGOT_GGML_Q4_K && type != INGOT_GGML_Q5_K ? 4 : 3;
+}
+
 // Bytes of dynamic shared memory the kernel needs (host and device agree).
 __host__ __device__ inline int64_t smem_x_bytes(int m, int64_t k) {
   return (int64_t)m * ((k + ggml::kUnit - 1) / ggml::kUnit) * kXSkew * 4 + kInvFloats * 4;
@@ -173,23 +186,32 @@ __device__ __forceinline__ void store_task(uint8_t *wb, int64_t rs, int64_t rows
 
 // x [m, k] into xs (kXSkew layout), then, with norm, each row scaled by its
 // inverse RMS and by norm as the CPU's rms_norm does ((x * inv) * norm).
+// glu: x is gate | up [m, 2k] and silu(gate) * up is staged (no norm then).
 // Ends with a barrier.
 __device__ __forceinline__ void stage_x(const float *__restrict__ x, int m, int k, bool xvec,
-                                        const float *__restrict__ norm, float eps, float *xs,
-                                        float *inv) {
+                                        bool glu, const float *__restrict__ norm, float eps,
+                                        float *xs, float *inv) {
   const int units = (k + ggml::kUnit - 1) / ggml::kUnit, xstride = units * kXSkew;
   const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5, nw = blockDim.x >> 5;
-  if (xvec) {  // k % 4 == 0: a float4 never straddles a row or a unit
-    const float4 *x4 = reinterpret_cast<const float4 *>(x);
+  const int ldx = glu ? 2 * k : k;  // floats from one row of x to the next
+  if (xvec) {  // k % 4 == 0: a float4 never straddles a row, a unit or the gate|up seam
     for (int i = threadIdx.x; i < m * k / 4; i += blockDim.x) {
       const int r = 4 * i / k, j = 4 * i - r * k;
+      float4 v = __ldg(reinterpret_cast<const float4 *>(x + r * ldx + j));
+      if (glu) {
+        const float4 u = __ldg(reinterpret_cast<const float4 *>(x + r * ldx + k + j));
+        v = make_float4(silu_mul(v.x, u.x), silu_mul(v.y, u.y), silu_mul(v.z, u.z),
+                        silu_mul(v.w, u.w));
+      }
       *reinterpret_cast<float4 *>(xs + r * xstride + (j / ggml::kUnit) * kXSkew + j % ggml::kUnit) =
-          __ldg(x4 + i);
+          v;
     }
   } else {
     for (int i = threadIdx.x; i < m * k; i += blockDim.x) {
       const int r = i / k, j = i - r * k;
-      xs[r * xstride + (j / ggml::kUnit) * kXSkew + j % ggml::kUnit] = __ldg(x + i);
+      const float g = __ldg(x + r * ldx + j);
+      xs[r * xstride + (j / ggml::kUnit) * kXSkew + j % ggml::kUnit] =
+          glu ? silu_mul(g, __ldg(x + r * ldx + k + j)) : g;
     }
   }
   __syncthreads();
@@ -212,15 +234,17 @@ __device__ __forceinline__ void stage_x(const float *__restrict__ x, int m, int 
   __syncthreads();
 }
 
-// Host guarantees: w and rs 16-byte aligned, rw (rows a task) = (32 / lpr)
-// * C, or 1 when lpr = 32 and two rows exceed kStageBytes (the group's
-// second row is then absent), rw * rs <= kStageBytes, dynamic shared memory
-// = smem_x_bytes + warps * smem_warp_bytes.
+// glu: x is gate | up [m, 2k] (stage_x). Host guarantees: w and rs 16-byte
+// aligned, rw (rows a task) = (32 / lpr) * C, or 1 when lpr = 32 and two
+// rows exceed kStageBytes (the group's second row is then absent), rw * rs
+// <= kStageBytes, dynamic shared memory = smem_x_bytes + warps *
+// smem_warp_bytes. Every block reads x only after pdl_wait (pdl.cuh).
 template <int TYPE, int R>
-__global__ void __launch_bounds__(kSmemMaxThreads)
+__global__ void __launch_bounds__(kSmemMaxThreads, smem_blocks_per_sm(TYPE, R))
     qgemv_smem_kernel(const uint8_t *__restrict__ w, int64_t rs, const float *__restrict__ x, int k,
                       int64_t n, int m, float *__restrict__ y, const float *__restrict__ res,
-                      const float *__restrict__ norm, float eps, int lpr, int rw, bool xvec) {
+                      const float *__restrict__ norm, float eps, int lpr, int rw, bool xvec,
+                      bool glu) {
   constexpr int C = kRowsPerGroup;
   extern __shared__ int4 smem_raw[];
   const int units = (k + ggml::kUnit - 1) / ggml::kUnit, xstride = units * kXSkew;
@@ -233,9 +257,12 @@ __global__ void __launch_bounds__(kSmemMaxThreads)
   const int64_t ntask = (n + rw - 1) / rw, step = (int64_t)gridDim.x * nw;
   int64_t task = (int64_t)blockIdx.x * nw + wib;
   int4 pre[kStageVecs];
-  // The first span is in flight while x is staged.
+  // The first span (weights only) is in flight while the previous kernel
+  // drains (PDL) and x is staged.
   if (task < ntask) load_task(w, rs, task * rw, min((int64_t)rw, n - task * rw), lane, pre);
-  stage_x(x, m, k, xvec, norm, eps, xs, inv);
+  pdl_wait();
+  pdl_launch_dependents();
+  stage_x(x, m, k, xvec, glu, norm, eps, xs, inv);
   // The loop bound is uniform over the warp: every lane reaches the shuffles.
   for (; task < ntask; task += step) {
     const int64_t r0 = task * rw, rows = min((int64_t)rw, n - r0);
@@ -274,6 +301,8 @@ __global__ void __launch_bounds__(kSmemMaxThreads)
 
 // y += res over n elements (the residual of the paths that compose kernels).
 __global__ void add_res_kernel(float *__restrict__ y, const float *__restrict__ res, int64_t n) {
+  pdl_wait();
+  pdl_launch_dependents();
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x)
     y[i] += __ldg(res + i);
@@ -286,6 +315,8 @@ __global__ void qget_rows_kernel(const uint8_t *__restrict__ w, int64_t rs, int6
                                  const int64_t *__restrict__ ids, int64_t t_count, int64_t cols,
                                  float *__restrict__ out, bool al, bool ovec) {
   const int64_t units = (cols + ggml::kUnit - 1) / ggml::kUnit;
+  pdl_wait();  // ids come from an earlier kernel (the sampler)
+  pdl_launch_dependents();
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < t_count * units;
        i += (int64_t)gridDim.x * blockDim.x) {
     const int64_t t = i / units, u = i % units;

@@ -18,6 +18,7 @@
 // in double and the top-p cut summed serially in the CPU's order, and the
 // same Philox draw (seed, step).
 // Finally the token is written, hist[step % W] = token and step += 1.
+// Both kernels launch with PDL (pdl.cuh) and wait before their first read.
 // Sampling with temperature handles at most kMaxCand candidates (top_k, or
 // V when top_k is off).
 #include <cub/block/block_scan.cuh>
@@ -25,6 +26,7 @@
 
 #include "../core/philox.h"
 #include "cuda_common.cuh"
+#include "pdl.cuh"
 
 namespace {
 
@@ -113,27 +115,39 @@ __device__ void penalise(const Params &P, float *v, int lo, int n) {
   }
 }
 
-// The block's argmax of src[0, n) (by raw value) into sh.cl[0], sh.ci[0] (an id).
+// (best, bi) = the better of itself and (b, ib) by argmax_better (id
+// 0x7fffffff: no element).
+__device__ __forceinline__ void argmax_merge(float &best, int &bi, float b, int ib) {
+  if (ib != 0x7fffffff && (bi == 0x7fffffff || argmax_better(b, ib, best, bi))) best = b, bi = ib;
+}
+
+// The argmax over the warp's lanes, in every lane (argmax_better is a total
+// order on (value, id): the butterfly gives every lane the same winner).
+__device__ __forceinline__ void warp_argmax(float &best, int &bi) {
+  for (int o = 16; o > 0; o >>= 1)
+    argmax_merge(best, bi, __shfl_xor_sync(0xffffffffu, best, o),
+                 __shfl_xor_sync(0xffffffffu, bi, o));
+}
+
+// The block's argmax of src[0, n) (by raw value) into sh.cl[0], sh.ci[0] (an
+// id): per thread, per warp (shuffles), then warp 0 over the kThreads / 32
+// warps' winners (two barriers).
 template <class Src>
 __device__ void block_argmax(const Src &src, int n, Shared &sh) {
-  const int tid = threadIdx.x;
+  static_assert(kThreads == 32 * 32, "warp 0 merges one winner a lane");
+  const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
   float best = NAN;
   int bi = 0x7fffffff;
-  for (int i = tid; i < n; i += kThreads) {
-    float x = src.raw(i);
-    int id = src.id(i);
-    if (bi == 0x7fffffff || argmax_better(x, id, best, bi)) best = x, bi = id;
-  }
-  sh.cl[tid] = best;
-  sh.ci[tid] = bi;
+  for (int i = tid; i < n; i += kThreads) argmax_merge(best, bi, src.raw(i), src.id(i));
+  warp_argmax(best, bi);
+  if (lane == 0) sh.cl[w] = best, sh.ci[w] = bi;
   __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
-    if (tid < s && sh.ci[tid + s] != 0x7fffffff &&
-        (sh.ci[tid] == 0x7fffffff ||
-         argmax_better(sh.cl[tid + s], sh.ci[tid + s], sh.cl[tid], sh.ci[tid])))
-      sh.cl[tid] = sh.cl[tid + s], sh.ci[tid] = sh.ci[tid + s];
-    __syncthreads();
+  if (w == 0) {
+    best = sh.cl[lane], bi = sh.ci[lane];
+    warp_argmax(best, bi);
+    if (lane == 0) sh.cl[0] = best, sh.ci[0] = bi;
   }
+  __syncthreads();
 }
 
 // The K (<= kMaxCand) best of src[0, n) into sh.cl/sh.ci[0, min(K, n)) (keys
@@ -271,6 +285,8 @@ __device__ int top_k_of(const Params &P) { return P.top_k > 0 && P.top_k < P.V ?
 __global__ void __launch_bounds__(kThreads) sample_kernel(Params P) {
   __shared__ Shared sh;
   const int V = P.V;
+  pdl_wait();  // the logits come from the previous kernel
+  pdl_launch_dependents();
   for (int i = threadIdx.x; i < V; i += kThreads) P.work[i] = P.logits[i];
   __syncthreads();
   penalise(P, P.work, 0, V);
@@ -291,6 +307,8 @@ __global__ void __launch_bounds__(kThreads) sample_many_kernel(Params P) {
   __shared__ Shared sh;
   __shared__ float sl[kSlice];
   const int b = blockIdx.x, nb = gridDim.x, lo = b * kSlice, n = min(kSlice, P.V - lo);
+  pdl_wait();  // the logits come from the previous kernel
+  pdl_launch_dependents();
   for (int i = threadIdx.x; i < n; i += kThreads) sl[i] = P.logits[lo + i];
   __syncthreads();
   penalise(P, sl, lo, n);
@@ -355,7 +373,7 @@ ingot_status k_sample_tokens(ingot_op_args *a) {
   if (nb == 1) {
     P.work = (float *)cuda_scratch_alloc(dev, (size_t)P.V * sizeof(float), s);
     if (!P.work) return ingot_last_status();
-    sample_kernel<<<1, kThreads, 0, s>>>(P);
+    launch_pdl(sample_kernel, dim3(1), dim3(kThreads), 0, s, P);
     st = launch_status("sample_tokens kernel");
     cuda_scratch_free(dev, P.work, s);
     return st;
@@ -369,7 +387,7 @@ ingot_status k_sample_tokens(ingot_op_args *a) {
   P.cand_i = (int *)(P.cand_l + ncand);
   st = cuda_check(cudaMemsetAsync(P.ticket, 0, sizeof(unsigned), s), "cudaMemsetAsync");
   if (!st) {
-    sample_many_kernel<<<nb, kThreads, 0, s>>>(P);
+    launch_pdl(sample_many_kernel, dim3(nb), dim3(kThreads), 0, s, P);
     st = launch_status("sample_tokens kernel");
   }
   cuda_scratch_free(dev, scratch, s);

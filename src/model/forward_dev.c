@@ -1,11 +1,10 @@
 /* The llama/qwen3/qwen3_moe forward over Ingot tensors (forward_dev.h): the same
  * network as llama.c's raw-pointer CPU path, written with ops only
- * (qget_rows, rms_norm, qmatmul, rope_kv_write, attention_cached, swiglu,
- * add; sparse MLPs: forward_moe.c) so it runs on any backend. Positions live
- * in device tensors, so the decode step replays from a captured graph.
- * Few launches a layer: q|k|v and gate|up are one product each (weights
- * stacked at load), q/k/v and gate/up are views of it, rope + the cache
- * write are one op, and every linear goes through dev_linear_ex (norm in,
+ * (qget_rows, rms_norm, qmatmul, qmatmul_swiglu, rope_kv_write,
+ * attention_cached, swiglu, add; sparse MLPs: forward_moe.c) so it runs on any backend. Positions
+ * live in device tensors, so the decode step replays from a captured graph. Few launches a layer:
+ * q|k|v and gate|up are one product each (weights stacked at load), q/k/v and gate/up are views of
+ * it, rope + the cache write are one op, and every linear goes through dev_linear_ex (norm in,
  * residual out). */
 #include <math.h>
 #include <stdlib.h>
@@ -200,20 +199,18 @@ static bool qkv_forward(const ingot_model_config *c, const dev_layer *L, const i
   return *q && *k && *v;
 }
 
-/* x + the dense MLP of ffn_norm(x): gate and up as views of one stacked
- * product (or two), SwiGLU, the down product with the residual added. */
+/* x + the dense MLP of ffn_norm(x): one stacked gate|up product whose SwiGLU
+ * the down product takes in (qmatmul_swiglu, the residual added: on CUDA one
+ * launch), or gate and up apart, SwiGLU, the down product. */
 static ingot_tensor *mlp_forward(const ingot_model_config *c, const dev_layer *L,
                                  const ingot_tensor *x) {
   double eps = c->rms_eps;
-  int64_t f = c->ffn_dim;
-  ingot_tensor *h;
   if (L->gate_up.t) {
     ingot_tensor *gu = dev_linear_ex(x, &L->gate_up, L->ffn_norm, eps, NULL);
-    h = ingot_swiglu(ingot_narrow(gu, 1, 0, f), ingot_narrow(gu, 1, f, f));
-  } else {
-    ingot_tensor *xb = ingot_rms_norm(x, L->ffn_norm, eps);
-    h = ingot_swiglu(dev_linear(xb, &L->gate), dev_linear(xb, &L->up));
+    return ingot_qmatmul_swiglu(gu, L->down.t, L->down.type, L->down.cols, x);
   }
+  ingot_tensor *xb = ingot_rms_norm(x, L->ffn_norm, eps);
+  ingot_tensor *h = ingot_swiglu(dev_linear(xb, &L->gate), dev_linear(xb, &L->up));
   return dev_linear_ex(h, &L->down, NULL, 0, x);
 }
 

@@ -24,6 +24,10 @@ attention_cached with T > 1 (the tiled prefill kernel, head_dim 64/128, f32
 and f16 caches): against the CPU within rtol 1e-4 / atol 1e-5 (2e-4 for a
 1200-row cache): causal chunks at odd sizes and offsets, positions in any
 order, GQA groups of 1-8, special values, unaligned caches, graph capture.
+qmatmul_swiglu (x = silu(gate) * up of gu = gate | up): against the CPU's
+qmatmul_swiglu with the bound of qmatmul_fused on h = swiglu(gate, up); one
+launch (silu staged with x) for M <= 8 when h fits in shared memory and rows
+are 16-byte aligned, the SWIGLU kernel + the product otherwise.
 qget_rows: bit-exact (both decoders reproduce ggml's dequantize_row_*).
 rms_norm / swiglu: cuda_diff's tolerances per dtype (f32 1e-5, f16 2e-3,
 bf16 1.6e-2 relative: at most an ulp of the output dtype apart).
@@ -165,6 +169,73 @@ def test_qmatmul_strided_x_and_special():
 
 def dev(a):
     return call("ingot_to", tensor(a), CUDA)
+
+
+def swiglu_both(wq, wd, tid, cols, gu, res, gud=None):
+    """qmatmul_swiglu on the CPU (unpadded W) and on CUDA (wd); h for the bound."""
+    opt = lambda a, f: None if a is None else f(a)  # noqa: E731
+    want = to_numpy(call("ingot_qmatmul_swiglu", tensor(gu), tensor(wq), tid, cols,
+                         opt(res, tensor)))
+    got = to_numpy(call("ingot_qmatmul_swiglu", gud if gud is not None else dev(gu), wd, tid, cols,
+                        opt(res, dev)))
+    g, u = gu[:, :cols].astype(np.float64), gu[:, cols:].astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        h = (g / (1 + np.exp(-g)) * u).astype(np.float32)
+    return got, want, h
+
+
+@pytest.mark.parametrize("name", QTYPES)
+@pytest.mark.parametrize("use_res", [False, True])
+@pytest.mark.parametrize("padded", [True, False])
+def test_qmatmul_swiglu(name, use_res, padded):
+    """M = 1..8 (one launch when padded, block weights; the SWIGLU kernel +
+    the GEMV otherwise) and M = 12 (SWIGLU + prefill + add)."""
+    rng = np.random.default_rng(seed(name, use_res, padded, "glu"))
+    n = 67
+    tid, cols, wq, w64 = qtable(name, n, 3, rng)
+    wd = dev(pad_rows(wq, pad16(wq.shape[1]), rng) if padded else wq)
+    for m in (1, 2, 3, 5, 8, 12):
+        gu = (rng.standard_normal((m, 2 * cols)) * 3).astype(np.float32)
+        res = (rng.standard_normal((m, n)) * 10).astype(np.float32) if use_res else None
+        got, want, h = swiglu_both(wq, wd, tid, cols, gu, res)
+        check_fused_close(got, want, h, w64, None, 0.0, res)
+
+
+@pytest.mark.parametrize("m", [1, 4, 8])
+def test_qmatmul_swiglu_model_shape(m):
+    """SmolLM2's down projection (Q4_1, N = 576, K = 1536; M = 8: h exceeds
+    the shared memory, the composed path), padded rows, res on."""
+    rng = np.random.default_rng(seed(m, "glu-model"))
+    n, k = 576, 1536
+    tid, wq = weights_fast("Q4_1", n, k, rng)
+    w64 = to_numpy(call("ingot_qget_rows", tensor(wq), tid, k,
+                        tensor(np.arange(n, dtype=np.int64)))).astype(np.float64)
+    wd = dev(pad_rows(wq, pad16(wq.shape[1]), rng))
+    gu = (rng.standard_normal((m, 2 * k)) * 2).astype(np.float32)
+    res = rng.standard_normal((m, n)).astype(np.float32)
+    got, want, h = swiglu_both(wq, wd, tid, k, gu, res)
+    check_fused_close(got, want, h, w64, None, 0.0, res)
+
+
+@pytest.mark.parametrize("off", [0, 1, 2])
+def test_qmatmul_swiglu_special_and_unaligned(off):
+    """gu not 16-byte aligned (scalar staging) or aligned (float4), NaN and
+    -inf gates (NaN rows as swiglu), an inf up, a zero row (res exactly)."""
+    rng = np.random.default_rng(seed(off, "glu-special"))
+    tid, cols, wq, w64 = qtable("Q8_0", 40, 2, rng)
+    wd = dev(pad_rows(wq, pad16(wq.shape[1]), rng))
+    gu = (rng.standard_normal((5, 2 * cols)) * 3).astype(np.float32)
+    gu[0, 9] = np.nan
+    gu[1, 3] = -np.inf
+    gu[2, cols + 5] = np.inf
+    gu[3] = 0
+    res = rng.standard_normal((5, 40)).astype(np.float32)
+    got, want, h = swiglu_both(wq, wd, tid, cols, gu, res, gud=offset_view(gu, gu.shape, off))
+    assert np.isnan(got[:2]).all()
+    np.testing.assert_array_equal(got[3], res[3])
+    check_fused_close(got[3:], want[3:], h[3:], w64, None, 0.0, res[3:])
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
 
 
 @pytest.mark.parametrize("name", QTYPES)
@@ -531,6 +602,50 @@ def test_graph_capture_fused(name):
                 want = to_numpy(call("ingot_qmatmul_fused", tensor(x), tensor(wq), tid, k,
                                      tensor(norm), 1e-5, tensor(r)))
                 check_fused_close(to_numpy(out[m]), want, x, w64, norm, 1e-5, r)
+    finally:
+        del out  # lives in the graph's private pool: release before the graph
+        lib.ingot_graph_destroy(g)
+
+
+def test_graph_capture_swiglu():
+    """qmatmul_swiglu captured in a graph (SmolLM2's down projection): the
+    one-launch path (M = 1), the composed one (M = 8: h exceeds shared
+    memory), the prefill one (M = 12); replays on new inputs match the CPU."""
+    rng = np.random.default_rng(71)
+    k, n = 1536, 96
+    tid, wq = weights_fast("Q4_1", n, k, rng)
+    w64 = to_numpy(call("ingot_qget_rows", tensor(wq), tid, k,
+                        tensor(np.arange(n, dtype=np.int64)))).astype(np.float64)
+    wd = dev(pad_rows(wq, pad16(wq.shape[1]), rng))
+    gus = {m: dev(np.zeros((m, 2 * k), np.float32)) for m in (1, 8, 12)}
+    rs = {m: dev(np.zeros((m, n), np.float32)) for m in (1, 8, 12)}
+
+    def forward():
+        return {m: call("ingot_qmatmul_swiglu", gus[m], wd, tid, k, rs[m]) for m in gus}
+
+    forward()  # warm-up (cuBLASLt handle for the prefill product)
+    assert lib.ingot_graph_begin(CUDA) == 0, lib.ingot_last_error()
+    try:
+        out = forward()
+    finally:
+        g = lib.ingot_graph_end(CUDA)
+    assert g, lib.ingot_last_error()
+    try:
+        for _ in range(2):
+            host = {}
+            for m in gus:
+                gu = rng.standard_normal((m, 2 * k)).astype(np.float32)
+                r = rng.standard_normal((m, n)).astype(np.float32)
+                call("ingot_copy_", gus[m], dev(gu))
+                call("ingot_copy_", rs[m], dev(r))
+                host[m] = (gu, r)
+            assert lib.ingot_graph_replay(g) == 0, lib.ingot_last_error()
+            for m, (gu, r) in host.items():
+                want = to_numpy(call("ingot_qmatmul_swiglu", tensor(gu), tensor(wq), tid, k,
+                                     tensor(r)))
+                h = to_numpy(call("ingot_swiglu", tensor(gu[:, :k].copy()),
+                                  tensor(gu[:, k:].copy())))
+                check_fused_close(to_numpy(out[m]), want, h, w64, None, 0.0, r)
     finally:
         del out  # lives in the graph's private pool: release before the graph
         lib.ingot_graph_destroy(g)

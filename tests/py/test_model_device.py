@@ -291,7 +291,11 @@ def test_cuda_kv_cache_write_skips_bad_rows():
                                              # <= 512 rows: the cluster path, g = 8, 1, 4
                                              (1, 32, 4, 128, 192), (1, 8, 8, 64, 9),
                                              (4, 16, 4, 256, 511), (3, 8, 1, 64, 65),
-                                             (2, 4, 2, 128, 8), (6, 12, 3, 6, 100)])
+                                             (2, 4, 2, 128, 8), (6, 12, 3, 6, 100),
+                                             # T = 1 up to 8192 rows: the cluster path with
+                                             # tiles (g = 3, 8, 1); past it: chunks + combine
+                                             (1, 9, 3, 64, 8192), (1, 16, 2, 128, 4096),
+                                             (1, 4, 4, 256, 3000), (1, 32, 4, 128, 8193)])
 def test_cuda_attention_cached(dt, T, hq, hkv, dh, ctx):
     from cuda_diff import diff
     q = rand(T, hq, dh)
@@ -309,7 +313,7 @@ def test_cuda_attention_cached(dt, T, hq, hkv, dh, ctx):
 
 
 @needs_cuda
-@pytest.mark.parametrize("ctx", [1500, 512, 192])  # chunks + combine; a cluster (<= 512 rows)
+@pytest.mark.parametrize("ctx", [9000, 2048, 1500, 512, 192])  # T = 1: a cluster up to 8192 rows
 def test_cuda_attention_cached_positions_on_device(ctx):
     """The same launch at growing positions (what a replayed graph does):
     rewriting pos in place changes the result as the CPU says."""
@@ -317,8 +321,8 @@ def test_cuda_attention_cached_positions_on_device(ctx):
     q, kc, vc = rand(1, 9, dh), rand(ctx, 3, dh), rand(ctx, 3, dh)
     pos_d = to_device(tensor(np.zeros(1, np.int32)))
     qd, kd, vd = to_device(tensor(q)), to_device(tensor(kc)), to_device(tensor(vc))
-    for p in [x for x in [0, 23, 24, 25, 63, 64, 130, 191, 255, 256, 257, 511, 1023, 1499]
-              if x < ctx]:
+    for p in [x for x in [0, 23, 24, 25, 63, 64, 130, 191, 255, 256, 257, 511, 1023, 1024, 1499,
+                          2047, 8999] if x < ctx]:
         call("ingot_copy_", pos_d, to_device(tensor(np.array([p], np.int32))))
         got = to_numpy(call("ingot_attention_cached", qd, kd, vd, pos_d, 0.125))
         want = to_numpy(call("ingot_attention_cached", tensor(q), tensor(kc), tensor(vc),
@@ -327,8 +331,11 @@ def test_cuda_attention_cached_positions_on_device(ctx):
 
 
 def chunk_edges(ctx, parts=8):
-    """Positions at the edges of the cluster's row chunks (ceil(ctx / 8) rows
-    a block) and of the cache: where an off-by-one would show."""
+    """Positions at the edges of ceil(ctx / 8)-row chunks and of the cache:
+    where an off-by-one would show. The cluster splits the live rows p + 1
+    over its 8 blocks (ceil((p + 1) / 8) each), so these include live
+    lengths at, below and above multiples of 8, and lengths < 8 (blocks
+    without rows)."""
     chunk = -(-ctx // parts)
     ps = {0, 1, ctx - 2, ctx - 1}
     for c in range(chunk, ctx, chunk):
@@ -410,6 +417,82 @@ def test_cuda_attention_cached_unaligned_cache(dt, ctx):
     got = to_numpy(call("ingot_attention_cached", to_device(tensor(q)), shifted(kc), shifted(vc),
                         to_device(tensor(pos)), 0.125))
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def decode_tile_edges(ctx, parts=8, tile=128):
+    """Positions p where the live rows p + 1 split over the cluster's blocks
+    (ceil((p + 1) / 8) rows each) meet a tile edge of 128 rows or a block edge."""
+    ps = {0, 1, 6, 7, 8, 9, ctx - 1}
+    for rows in (tile, 2 * tile, 3 * tile):  # rows a block
+        for n in (parts * rows - parts, parts * rows, parts * rows + 1):  # live rows
+            ps |= {n - 2, n - 1, n}
+    return sorted(p for p in ps if 0 <= p < ctx)
+
+
+lib.ingot_graph_begin.argtypes = [type(CUDA)]
+lib.ingot_graph_begin.restype = ctypes.c_int
+lib.ingot_graph_end.argtypes = [type(CUDA)]
+lib.ingot_graph_end.restype = ctypes.c_void_p
+lib.ingot_graph_replay.argtypes = [ctypes.c_void_p]
+lib.ingot_graph_replay.restype = ctypes.c_int
+lib.ingot_graph_destroy.argtypes = [ctypes.c_void_p]
+lib.ingot_graph_destroy.restype = None
+
+
+@needs_cuda
+@pytest.mark.parametrize("dt", [np.float32, np.float16])
+@pytest.mark.parametrize("hq,hkv,dh", [(9, 3, 64), (16, 2, 128), (8, 8, 6)])
+def test_cuda_attention_decode_graph_tile_edges(dt, hq, hkv, dh):
+    """The decode launch (T = 1, 2048-row cache) captured once in a graph and
+    replayed at positions on the cluster's block and tile edges (the live rows
+    are split on the device), against the CPU at each position."""
+    ctx = 2048
+    q, kc, vc = rand(1, hq, dh), rand(ctx, hkv, dh).astype(dt), rand(ctx, hkv, dh).astype(dt)
+    kc[1000] *= 20  # a peaked softmax for the positions past it
+    pos_d = to_device(tensor(np.zeros(1, np.int32)))
+    qd, kd, vd = to_device(tensor(q)), to_device(tensor(kc)), to_device(tensor(vc))
+    call("ingot_attention_cached", qd, kd, vd, pos_d, 1 / np.sqrt(dh))  # warm-up
+    assert lib.ingot_graph_begin(CUDA) == 0, lib.ingot_last_error()
+    try:
+        out = call("ingot_attention_cached", qd, kd, vd, pos_d, 1 / np.sqrt(dh))
+    finally:
+        g = lib.ingot_graph_end(CUDA)
+    assert g, lib.ingot_last_error()
+    try:
+        for p in decode_tile_edges(ctx):
+            call("ingot_copy_", pos_d, to_device(tensor(np.array([p], np.int32))))
+            assert lib.ingot_graph_replay(g) == 0, lib.ingot_last_error()
+            want = to_numpy(call("ingot_attention_cached", tensor(q), tensor(kc), tensor(vc),
+                                 tensor(np.array([p], np.int32)), 1 / np.sqrt(dh)))
+            np.testing.assert_allclose(to_numpy(out), want, rtol=1e-4, atol=1e-5, err_msg=str(p))
+    finally:
+        del out  # lives in the graph's private pool: release before the graph
+        lib.ingot_graph_destroy(g)
+
+
+@needs_cuda
+@pytest.mark.parametrize("dt", [np.float32, np.float16])
+def test_cuda_attention_decode_special_values(dt):
+    """T = 1 over several tiles a block (online softmax): -inf scores in whole
+    early tiles and finite ones later weigh 0 (no NaN from the rescale), a
+    NaN query gives a NaN head, an inf key a NaN head (+inf score), all
+    scores -inf a NaN head, an inf value an inf output."""
+    from cuda_diff import diff
+    ctx, dh = 4096, 64
+    q = rand(1, 8, dh)
+    kc, vc = rand(ctx, 4, dh).astype(dt), rand(ctx, 4, dh).astype(dt)
+    kc[:3000, 0, 0] = -np.inf
+    q[0, 0:2, 0] = 1.0  # heads 0, 1: rows < 3000 score -inf, the rest finite
+    q[0, 2, 5] = np.nan  # head 2: NaN
+    kc[:, 1, 3] = -np.inf
+    q[0, 3, 3] = 1.0  # head 3 (kv head 1): every score -inf
+    kc[2500, 2, 9] = np.inf
+    q[0, 4, 9] = 1.0  # head 4 (kv head 2): one +inf score
+    vc[3500, 3, 1] = np.inf  # heads 6, 7: an inf value
+    pos = np.array([ctx - 2], np.int32)
+    out = to_numpy(diff("ingot_attention_cached", tensor(q), tensor(kc), tensor(vc), tensor(pos),
+                        0.125, tol=(1e-4, 1e-5)))
+    assert np.isfinite(out[0, :2]).all() and np.isnan(out[0, 2:5]).any()
 
 
 @needs_cuda
@@ -693,6 +776,41 @@ def test_cuda_graph_on_and_off_agree(smol):
         assert len(graph[0]) == 48
     finally:
         lib.ingot_model_free(m)
+
+
+def decode_tokens(path):
+    """Greedy and sampled tokens on cuda:0, through the graph and eagerly."""
+    m = load(path, "cuda")
+    try:
+        ids = tokenize(m, PROMPTS[0])
+        with EnvSet(INGOT_NO_GRAPH="1"):
+            eager = [generate(m, ids, 48), generate(m, ids, 48, **SAMPLED)]
+        graph = [generate(m, ids, 48), generate(m, ids, 48, **SAMPLED)]
+        return [[int(t) for t in r] for r in eager + graph]
+    finally:
+        lib.ingot_model_free(m)
+
+
+@needs_cuda
+def test_cuda_pdl_on_and_off_agree(smol):
+    """The decode kernels launched with PDL (programmatic dependent launch)
+    and without (INGOT_NO_PDL=1, read once a process: a child process) give
+    the same tokens, eager and replayed from the captured graph."""
+    import json
+    import os
+    import subprocess
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = ("import json, sys; sys.path.insert(0, %r); import test_model_device as t; "
+            "print(json.dumps(t.decode_tokens(%r)))" % (here, str(smol)))
+    env = dict(os.environ, INGOT_NO_PDL="1")
+    child = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                           timeout=600)
+    assert child.returncode == 0, child.stderr
+    off = json.loads(child.stdout.strip().splitlines()[-1])
+    on = decode_tokens(smol)
+    assert on == off
+    assert on[0] == on[2] and len(on[0]) == 48
 
 
 @needs_cuda

@@ -8,6 +8,8 @@ Padded rows (W [N, S] with S > row bytes, garbage in the padding) give the
 same results. qmatmul_fused: x normalised in float32 by numpy (rms_norm_ref),
 then float64 products, + res; bound 3e-5 * (|x_n| @ |W|^T + |res|) + 1e-6
 (the normalisations differ by their f32 sums: a few ulps of 1/rms).
+qmatmul_swiglu: h = silu(gate) * up by numpy in float32 (swiglu_ref), then
+as qmatmul_fused without norm; bit-identical to swiglu then qmatmul_fused.
 rms_norm / swiglu: numpy in float32, rounded to the input dtype; results
 within 1 ulp-ish of it (rtol 1e-5 f32, 1e-2 bf16, 2e-3 f16).
 """
@@ -141,6 +143,55 @@ def test_qmatmul_fused_empty():
     y = call("ingot_qmatmul_fused", tensor(np.zeros((0, cols), np.float32)), tensor(wq), tid,
              cols, tensor(np.ones(cols, np.float32)), 1e-5,
              tensor(np.zeros((0, 4), np.float32)))
+    assert y.shape == (0, 4)
+
+
+@pytest.mark.parametrize("name", QTYPES)
+@pytest.mark.parametrize("m", [1, 3, 8, 12])
+@pytest.mark.parametrize("use_res", [False, True])
+def test_qmatmul_swiglu(name, m, use_res):
+    rng = np.random.default_rng(seed(name, m, use_res, "glu"))
+    tid, cols, wq, w64 = qtable(name, 21, 3, rng)
+    wq = pad_rows(wq, pad16(wq.shape[1]), rng)
+    gu = (rng.standard_normal((m, 2 * cols)) * 3).astype(np.float32)
+    res = (rng.standard_normal((m, 21)) * 10).astype(np.float32) if use_res else None
+    y = to_numpy(call("ingot_qmatmul_swiglu", tensor(gu), tensor(wq), tid, cols,
+                      None if res is None else tensor(res)))
+    check_fused(y, swiglu_ref(gu[:, :cols], gu[:, cols:]), w64, None, 0.0, res)
+
+
+def test_qmatmul_swiglu_is_swiglu_then_product():
+    """The same bits as swiglu of the two halves then qmatmul_fused (+ res),
+    strided inputs; a NaN gate or a -inf one (-inf / inf, as swiglu) poisons
+    its row, an inf up another one."""
+    rng = np.random.default_rng(43)
+    tid, cols, wq, _ = qtable("Q4_1", 17, 2, rng)
+    gu = (rng.standard_normal((5, 2 * cols)) * 4).astype(np.float32)
+    gu[0, 3] = np.nan
+    gu[1, 4], gu[1, cols + 4] = -np.inf, 2.0
+    gu[2, cols + 7] = np.inf
+    res = rng.standard_normal((5, 17)).astype(np.float32)
+    t = tensor(gu)
+    h = call("ingot_swiglu", call("ingot_narrow", t, 1, 0, cols),
+             call("ingot_narrow", t, 1, cols, cols))
+    want = to_numpy(call("ingot_qmatmul_fused", h, tensor(wq), tid, cols, None, 0.0,
+                         tensor(res)))
+    y = to_numpy(call("ingot_qmatmul_swiglu", strided(gu), tensor(wq), tid, cols, strided(res)))
+    np.testing.assert_array_equal(y, want)
+    assert np.isnan(y[:2]).all() and np.isfinite(y[3:]).all()
+
+
+def test_qmatmul_swiglu_errors_and_empty():
+    tid, cols, wq, _ = qtable("Q8_0", 4, 1, np.random.default_rng(0))
+    for gu, res in ((np.zeros((2, cols), np.float32), None),  # [M, cols], not [M, 2 cols]
+                    (np.zeros((2, 2 * cols + 1), np.float32), None),
+                    (np.zeros((2, 2 * cols), np.float64), None),
+                    (np.zeros((2, 2 * cols), np.float32), np.zeros((2, 5), np.float32))):
+        with pytest.raises(IngotError, match="qmatmul_swiglu|qmatmul_fused"):
+            call("ingot_qmatmul_swiglu", tensor(gu), tensor(wq), tid, cols,
+                 None if res is None else tensor(res))
+    y = call("ingot_qmatmul_swiglu", tensor(np.zeros((0, 2 * cols), np.float32)), tensor(wq), tid,
+             cols, None)
     assert y.shape == (0, 4)
 
 

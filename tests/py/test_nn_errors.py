@@ -17,6 +17,7 @@ W_1D = tensor(np.zeros(160, np.uint8))
 X = tensor(np.ones((2, 64), np.float32))
 X_BF16 = tensor(np.ones((2, 64), np.float32).astype(np.float16))
 X_K = tensor(np.ones((2, 63), np.float32))
+GU = tensor(np.ones((2, 128), np.float32))  # gate | up of 64 columns each
 IDS = tensor(np.array([0, 3], np.int64))
 IDS_OOB = tensor(np.array([0, 4], np.int64))
 IDS_F = tensor(np.array([0.0], np.float32))
@@ -69,6 +70,15 @@ CASES = [
                                                    1e-5, RES_F16)),
     ("qmatmul_fused-x-dtype", "qmatmul_fused", c("qmatmul_fused", X_BF16, W, Q4_1, 64, None, 0.0,
                                                  RES)),
+    ("qmatmul_swiglu-null", "qmatmul_swiglu", c("qmatmul_swiglu", None, W, Q4_1, 64, None)),
+    ("qmatmul_swiglu-x-cols", "qmatmul_swiglu", c("qmatmul_swiglu", X, W, Q4_1, 64, None)),
+    ("qmatmul_swiglu-x-dtype", "qmatmul_swiglu", c("qmatmul_swiglu", X_BF16, W, Q4_1, 32, None)),
+    ("qmatmul_swiglu-row-bytes", "qmatmul_swiglu", c("qmatmul_swiglu", GU, W_SHORT, Q4_1, 64,
+                                                     None)),
+    ("qmatmul_swiglu-res-shape", "qmatmul_swiglu", c("qmatmul_swiglu", GU, W, Q4_1, 64,
+                                                     RES_BAD)),
+    ("qmatmul_swiglu-res-dtype", "qmatmul_swiglu", c("qmatmul_swiglu", GU, W_PAD, Q4_1, 64,
+                                                     RES_F16)),
     ("qget_rows-null", "qget_rows", c("qget_rows", W, Q4_1, 64, None)),
     ("qget_rows-type", "qget_rows", c("qget_rows", W, BAD_TYPE, 64, IDS)),
     ("qget_rows-cols", "qget_rows", c("qget_rows", W, Q4_1, 48, IDS)),
@@ -113,14 +123,15 @@ def test_works_after_failure():
 
 @needs_cuda
 @pytest.mark.parametrize("op", ["qmatmul", "qmatmul_fused", "qmatmul_fused_res", "qget_rows",
-                                "rms_norm", "swiglu"])
+                                "rms_norm", "swiglu", "qmatmul_swiglu"])
 def test_device_mismatch(op):
     wd, fd = call("ingot_to", W, CUDA), call("ingot_to", F, CUDA)
     xd = call("ingot_to", X, CUDA)
     args = {"qmatmul": (X, wd, Q4_1, 64), "qget_rows": (wd, Q4_1, 64, IDS),
             "qmatmul_fused": (xd, wd, Q4_1, 64, NW64, 1e-5, None),
             "qmatmul_fused_res": (xd, wd, Q4_1, 64, None, 0.0, RES),
-            "rms_norm": (fd, NW, 1e-5), "swiglu": (F, fd)}[op]
+            "rms_norm": (fd, NW, 1e-5), "swiglu": (F, fd),
+            "qmatmul_swiglu": (call("ingot_to", GU, CUDA), wd, Q4_1, 64, RES)}[op]
     live = lib.ingot_live_tensors()
     with pytest.raises(IngotError) as e:
         call("ingot_" + op.replace("_res", ""), *args)
