@@ -40,6 +40,10 @@
 // norm as the RMS_NORM kernel rounds it), so a norm + product is one launch.
 // Occupancy queries are cached per kernel (host cost per call: cuda_use_device + one
 // launch + cudaGetLastError).
+// gemv1 and gemvx are launched as programmatic dependents (pdl.cuh): their first
+// step of weight loads is issued before pdl_wait, so it flies while the kernel
+// before drains; X and everything else is read after it. Their grids are one
+// wave, so each block lets the next kernel launch right after its wait.
 // No host sync; launches on the output's current stream (graph-capturable).
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -49,6 +53,7 @@
 
 #include "cuda_common.cuh"
 #include "gemv.cuh"
+#include "pdl.cuh"
 #include "weight_chunk.cuh"
 
 namespace {
@@ -312,6 +317,8 @@ __global__ void __launch_bounds__(kThreads, 2) gemv1_kernel(GemvParams p) {
   uint4 wv[U][C];
   if (tile < tiles) load_step<U, C>(wv, w, ldc, m, nch, tile * C, lane);
 
+  pdl_wait();  // X comes from the kernel before; only weights were read above
+  pdl_launch_dependents();
   const uint4 *x = static_cast<const uint4 *>(p.x);
   for (int64_t c = threadIdx.x; c < nch; c += kThreads) xraw[c] = __ldg(x + c);
   __syncthreads();  // the only barrier: every thread reaches it once
@@ -445,6 +452,8 @@ __global__ void __launch_bounds__(kThreads, C *R <= 8 ? 2 : 1) gemvx_kernel(Gemv
   int64_t tile = (int64_t)blockIdx.x * kWarps + warp, s0 = 0;
   uint4 wv[U][C];
   if (tile < tiles) load_step<U, C>(wv, w, ldc, m, nch, tile * C, lane);  // hides the staging
+  pdl_wait();  // X, the residual and the output belong to the kernels before
+  pdl_launch_dependents();
   stage_xf<VEC, R>(p, xs, inv);  // the only barriers: every thread reaches them once
 
   float acc[C][R];
@@ -585,8 +594,7 @@ ingot_status launch_tiles(K kern, GemvParams &p, int dev, cudaStream_t s, size_t
   int64_t blocks = (tiles + kWarps - 1) / kWarps;
   if (blocks > cap) blocks = cap;
   if (blocks < 1) blocks = 1;
-  kern<<<(unsigned)blocks, kThreads, smem, s>>>(p);
-  return launch_status(what);
+  return cuda_check(launch_pdl(kern, dim3((unsigned)blocks), dim3(kThreads), smem, s, p), what);
 }
 
 // The one-row kernel when it applies and pays (see the top of the file).

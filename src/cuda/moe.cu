@@ -38,12 +38,18 @@
 //   starts, placement), then a grouped tiled GEMM (32x32 tiles, f32 SIMT)
 //   runs over every expert's sorted rows; down writes weighted per-slot rows
 //   that a last kernel sums over k in slot order (deterministic).
+// PDL (pdl.cuh): the decode kernels (router cluster, gate_up and down GEMVs)
+//   are launched as programmatic dependents. The router asks L2 for its
+//   block's router rows before pdl_wait; the expert kernels can touch nothing
+//   before it (their rows depend on the ids), so they only wait. Each grid is
+//   one wave, so every block lets the next kernel launch right after its wait.
 // Out-of-range ids never read out of bounds: their h rows (gate_up) or their
 // token's y row (down) are NaN.
 #include <cooperative_groups.h>
 #include <math.h>
 
 #include "cuda_common.cuh"
+#include "pdl.cuh"
 #include "weight_chunk.cuh"
 
 namespace cg = cooperative_groups;
@@ -275,6 +281,8 @@ __global__ void __launch_bounds__(kThreads) gate_up_gemv(MoeParams p) {
   const int64_t I = p.rows / 2, K = p.cols, nch = K / VEC;
   const int64_t tiles = (I + NP - 1) / NP, nitems = (int64_t)nslots * tiles;
   const int64_t gw = (int64_t)blockIdx.x * kWarps + warp, gstride = (int64_t)gridDim.x * kWarps;
+  pdl_wait();  // the ids and x come from the kernels before
+  pdl_launch_dependents();
   load_slot_ids(p, sid);
   if ((int)threadIdx.x < nslots) {
     const int e = sid[threadIdx.x];
@@ -415,6 +423,8 @@ __global__ void __launch_bounds__(kThreads) down_gemv(MoeParams p) {
   const int64_t I = p.cols, H = p.rows, n0 = (int64_t)blockIdx.x * kWarps;
   const int nch = (int)(I / VEC);
   const WT *w = static_cast<const WT *>(p.w);
+  pdl_wait();  // the ids, weights and h come from the kernels before
+  pdl_launch_dependents();
   load_slot_ids(p, sid);
   if (tid < nslots) {
     const int e = sid[tid];
@@ -613,10 +623,18 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
   cg::cluster_group cluster = cg::this_cluster();
   const int rank = (int)cluster.block_rank(), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   float *lg0 = cluster.map_shared_rank(lg, 0);
+  const int stride = kCluster * kWarps;
+  // Before pdl_wait only weights: this block's router rows (kWarps rows from
+  // each rank * kWarps + j * stride) are asked of L2 while the kernel before drains.
+  if (p.vec && threadIdx.x == 0)
+    for (int e0 = rank * kWarps; e0 < p.E; e0 += stride)
+      prefetch_l2(static_cast<const WT *>(p.w) + (int64_t)e0 * p.D,
+                  (int64_t)(p.E - e0 < kWarps ? p.E - e0 : kWarps) * p.D * (int64_t)sizeof(WT));
   for (int i = threadIdx.x; i < p.T * p.E; i += kThreads) taken[i] = 0;
+  pdl_wait();  // x comes from the kernel before
+  pdl_launch_dependents();
   stage_rows<VEC>(xs, p.x, p.x_dt, p.T, (int)p.D, p.vec);
   cluster.sync();  // x staged, and every block of the cluster running before any remote write
-  const int stride = kCluster * kWarps;
   for (int e0 = rank * kWarps + warp; e0 < p.E; e0 += kRouterRows * stride) {
     float acc[kRouterRows][kGemvTokens] = {};
     router_dots<WT>(p, xs, e0, stride, acc);
@@ -801,8 +819,7 @@ ingot_status launch_smem(K kern, dim3 grid, size_t smem, cudaStream_t s, const M
         cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), what);
     if (st) return st;
   }
-  kern<<<grid, kThreads, smem, s>>>(p);
-  return launch_status(what);
+  return cuda_check(launch_pdl(kern, grid, dim3(kThreads), smem, s, p), what);
 }
 
 // gate_up: a persistent grid (at most kPersistBlocks, each warp walks items);
@@ -908,8 +925,8 @@ ingot_status route_linear(const RouterParams &p, int dev, cudaStream_t s) {
           "moe_route_linear kernel");
       if (st) return st;
     }
-    kern<<<kCluster, kThreads, smem, s>>>(p);
-    return launch_status("moe_route_linear kernel");
+    return cuda_check(launch_pdl(kern, dim3(kCluster), dim3(kThreads), smem, s, p),
+                      "moe_route_linear kernel");
   }
   const int64_t n = (int64_t)p.T * p.E;
   float *logits = (float *)cuda_scratch_alloc(dev, (size_t)n * sizeof(float), s);
