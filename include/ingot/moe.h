@@ -57,6 +57,15 @@ ingot_tensor *ingot_moe_experts(const ingot_tensor *x, const ingot_tensor *gate_
                                 const ingot_tensor *down_scale, const ingot_tensor *ids,
                                 const ingot_tensor *weights);
 
+/* res + ingot_moe_experts(x, ...), the residual added by the down pass (no
+ * separate add): y [T,D] f32 = res[t] + the weighted expert sum, one f32
+ * addition each (ingot_add's bits). res [T,D] f32/bf16/f16 on x's device. */
+ingot_tensor *ingot_moe_experts_add(const ingot_tensor *res, const ingot_tensor *x,
+                                    const ingot_tensor *gate_up_w,
+                                    const ingot_tensor *gate_up_scale, const ingot_tensor *down_w,
+                                    const ingot_tensor *down_scale, const ingot_tensor *ids,
+                                    const ingot_tensor *weights);
+
 #ifdef __cplusplus
 }
 #endif

@@ -21,7 +21,9 @@
  *              of x[t] with rows i and I+i of w[e] (times their scales).
  * MOE_DOWN:    in[0] h f32 [T,k,I], in[1] w [E,K,I], in[2] ids int32 [T,k],
  *              in[3] weights f32 [T,k], in[4] scale f32 [E,K] or NULL;
- *              out[0] y f32 [T,K] = sum_j weights[t,j] * (h[t,j] . w[e] rows). */
+ *              out[0] y f32 [T,K] = sum_j weights[t,j] * (h[t,j] . w[e] rows);
+ *              nin 6: in[5] res f32 [T,K], and y = res + that sum (one f32
+ *              addition, as ingot_add's). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -205,9 +207,10 @@ ingot_tensor *ingot_moe_gate_up(const ingot_tensor *x, const ingot_tensor *w,
   return gate_up(x, w, scale, ids, NULL);
 }
 
-ingot_tensor *ingot_moe_down(const ingot_tensor *h, const ingot_tensor *w,
-                             const ingot_tensor *scale, const ingot_tensor *ids,
-                             const ingot_tensor *weights) {
+/* ingot_moe_down, plus res [T, K] (NULL: none) added to the sum. */
+static ingot_tensor *down(const ingot_tensor *h, const ingot_tensor *w, const ingot_tensor *scale,
+                          const ingot_tensor *ids, const ingot_tensor *weights,
+                          const ingot_tensor *res) {
   const char *op = "moe_down";
   const ingot_tensor *ts[5] = {h, w, ids, weights, scale};
   if (!check_tensors(op, scale ? 5 : 4, ts)) return NULL;
@@ -227,14 +230,20 @@ ingot_tensor *ingot_moe_down(const ingot_tensor *h, const ingot_tensor *w,
     return ingot_fail(INGOT_ERR_SHAPE, "%s: h has I = %lld but w rows have %lld", op,
                       (long long)h->shape[2], (long long)w->shape[2]);
   int64_t shape[2] = {h->shape[0], w->shape[1]};
-  ingot_op_args a = {.op = INGOT_OP_MOE_DOWN, .nin = 5, .nout = 1};
+  if (res && !check_tensors(op, 2, (const ingot_tensor *[]){h, res})) return NULL;
+  if (res && (res->ndim != 2 || res->shape[0] != shape[0] || res->shape[1] != shape[1] ||
+              !is_float16ish(res->dtype)))
+    return ingot_fail(INGOT_ERR_SHAPE, "%s: res must be float32, bfloat16 or float16 [%lld, %lld]",
+                      op, (long long)shape[0], (long long)shape[1]);
+  ingot_op_args a = {.op = INGOT_OP_MOE_DOWN, .nin = res ? 6 : 5, .nout = 1};
   a.in[0] = dense(h, INGOT_F32);
   a.in[1] = (ingot_tensor *)w;
   a.in[2] = dense(ids, INGOT_I32);
   a.in[3] = dense(weights, INGOT_F32);
   a.in[4] = scale ? ingot_contiguous(scale) : NULL;
+  a.in[5] = res ? dense(res, INGOT_F32) : NULL;
   ingot_tensor *r = NULL;
-  if (a.in[0] && a.in[2] && a.in[3] && (!scale || a.in[4])) {
+  if (a.in[0] && a.in[2] && a.in[3] && (!scale || a.in[4]) && (!res || a.in[5])) {
     a.out[0] = tensor_new(2, shape, INGOT_F32, h->device);
     if (a.out[0]) r = dispatch_out(&a);
   }
@@ -242,13 +251,21 @@ ingot_tensor *ingot_moe_down(const ingot_tensor *h, const ingot_tensor *w,
   ingot_release(a.in[2]);
   ingot_release(a.in[3]);
   ingot_release(a.in[4]);
+  ingot_release(a.in[5]);
   return r ? r : fail_in(op);
 }
 
-ingot_tensor *ingot_moe_experts(const ingot_tensor *x, const ingot_tensor *gate_up_w,
-                                const ingot_tensor *gate_up_scale, const ingot_tensor *down_w,
-                                const ingot_tensor *down_scale, const ingot_tensor *ids,
-                                const ingot_tensor *weights) {
+ingot_tensor *ingot_moe_down(const ingot_tensor *h, const ingot_tensor *w,
+                             const ingot_tensor *scale, const ingot_tensor *ids,
+                             const ingot_tensor *weights) {
+  return down(h, w, scale, ids, weights, NULL);
+}
+
+/* ingot_moe_experts, plus res (NULL: none) added by the down pass. */
+static ingot_tensor *experts(const ingot_tensor *res, const ingot_tensor *x,
+                             const ingot_tensor *gate_up_w, const ingot_tensor *gate_up_scale,
+                             const ingot_tensor *down_w, const ingot_tensor *down_scale,
+                             const ingot_tensor *ids, const ingot_tensor *weights) {
   const ingot_tensor *ts[3] = {x, down_w, weights};
   if (!check_tensors("moe_experts", 3, ts) || !check_weight("moe_experts", down_w, down_scale))
     return NULL;
@@ -257,7 +274,23 @@ ingot_tensor *ingot_moe_experts(const ingot_tensor *x, const ingot_tensor *gate_
   ingot_tensor *h =
       gate_up(x, gate_up_w, gate_up_scale, ids, pf && strcmp(pf, "0") == 0 ? NULL : down_w);
   if (!h) return NULL;
-  ingot_tensor *y = ingot_moe_down(h, down_w, down_scale, ids, weights);
+  ingot_tensor *y = down(h, down_w, down_scale, ids, weights, res);
   ingot_release(h);
   return y;
+}
+
+ingot_tensor *ingot_moe_experts(const ingot_tensor *x, const ingot_tensor *gate_up_w,
+                                const ingot_tensor *gate_up_scale, const ingot_tensor *down_w,
+                                const ingot_tensor *down_scale, const ingot_tensor *ids,
+                                const ingot_tensor *weights) {
+  return experts(NULL, x, gate_up_w, gate_up_scale, down_w, down_scale, ids, weights);
+}
+
+ingot_tensor *ingot_moe_experts_add(const ingot_tensor *res, const ingot_tensor *x,
+                                    const ingot_tensor *gate_up_w,
+                                    const ingot_tensor *gate_up_scale, const ingot_tensor *down_w,
+                                    const ingot_tensor *down_scale, const ingot_tensor *ids,
+                                    const ingot_tensor *weights) {
+  if (!res) return ingot_fail(INGOT_ERR_ARG, "moe_experts_add: NULL res");
+  return experts(res, x, gate_up_w, gate_up_scale, down_w, down_scale, ids, weights);
 }

@@ -161,6 +161,7 @@ static ingot_status k_down(ingot_op_args *a) {
   const int32_t *pid = (const int32_t *)tensor_ptr(ids);
   const char *pw = tensor_ptr(W);
   float *y = (float *)tensor_ptr(a->out[0]);
+  const float *res = a->nin > 5 && a->in[5] ? (const float *)tensor_ptr(a->in[5]) : NULL;
 #pragma omp parallel for schedule(static) if (T * K * k * NI >= CPU_GRAIN)
   for (int64_t o = 0; o < T * K; o++) {
     float *row = buf + NI * omp_get_thread_num();
@@ -173,7 +174,7 @@ static ingot_status k_down(ingot_op_args *a) {
       if (sc) d *= sc[e * K + n];
       acc += wt[t * k + j] * d;
     }
-    y[o] = acc;
+    y[o] = res ? res[o] + acc : acc;
   }
   free(buf);
   return INGOT_OK;

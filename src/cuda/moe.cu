@@ -38,6 +38,8 @@
 //   starts, placement), then a grouped tiled GEMM (32x32 tiles, f32 SIMT)
 //   runs over every expert's sorted rows; down writes weighted per-slot rows
 //   that a last kernel sums over k in slot order (deterministic).
+// A residual (MOE_DOWN nin 6, ingot_moe_experts_add) is added to y by the
+//   kernel that writes y (down GEMV epilogue or the sum kernel): no add launch.
 // PDL (pdl.cuh): the decode kernels (router cluster, gate_up and down GEMVs)
 //   are launched as programmatic dependents. The router asks L2 for its
 //   block's router rows before pdl_wait; the expert kernels can touch nothing
@@ -132,6 +134,7 @@ struct MoeParams {
   const int32_t *ids;  // [T, k]
   const float *wt;     // routing weights [T, k] (down)
   float *out;          // gate_up: h [T*k, I]; down: y [T, rows]
+  const float *res;    // down: [T, rows] added to y, or NULL
   int T, k, E;
   int64_t rows, cols;  // weight rows per expert and the dot length
   bool vec;            // every weight row starts 16-byte aligned (cols*es % 16 == 0)
@@ -529,7 +532,7 @@ __global__ void __launch_bounds__(kThreads) down_gemv(MoeParams p) {
       const int e = sid[t * p.k + j];
       if (e < 0 || e >= p.E) v = NAN;
     }
-    p.out[t * H + n] = v;
+    p.out[t * H + n] = p.res ? p.res[t * H + n] + v : v;
   }
 }
 
@@ -793,9 +796,10 @@ __global__ void __launch_bounds__(kThreads) grouped_kernel(MoeParams p, Groups g
   }
 }
 
-// y[t, n] = sum over j (in order) of part[t*k + j, n]; NaN when an id of t is bad.
+// y[t, n] = sum over j (in order) of part[t*k + j, n] (+ res[t, n] when res);
+// NaN when an id of t is bad. k = 0: y = res + 0 (part is not read).
 __global__ void sum_slots_kernel(const float *part, const int32_t *ids, int k, int E, int64_t T,
-                                 int64_t H, float *y) {
+                                 int64_t H, const float *res, float *y) {
   CUDA_GRID_STRIDE(o, T * H) {
     const int64_t t = o / H, n = o - t * H;
     float v = 0.f;
@@ -803,7 +807,7 @@ __global__ void sum_slots_kernel(const float *part, const int32_t *ids, int k, i
       const int e = ids[t * k + j];
       v += e >= 0 && e < E ? part[(t * k + j) * H + n] : NAN;
     }
-    y[o] = v;
+    y[o] = res ? res[o] + v : v;
   }
 }
 
@@ -903,8 +907,8 @@ ingot_status run_experts(bool gate, MoeParams p, const ingot_tensor *w, int64_t 
     }();
   }
   if (!st && !gate) {
-    sum_slots_kernel<<<grid_for((int64_t)p.T * H, kThreads), kThreads, 0, s>>>(part, p.ids, p.k,
-                                                                               p.E, p.T, H, y);
+    sum_slots_kernel<<<grid_for((int64_t)p.T * H, kThreads), kThreads, 0, s>>>(
+        part, p.ids, p.k, p.E, p.T, H, p.res, y);
     st = launch_status("moe_down sum kernel");
   }
   cuda_scratch_free(dev, scratch, s);
@@ -1043,14 +1047,20 @@ ingot_status k_gate_up(ingot_op_args *a) {
 ingot_status k_down(ingot_op_args *a) {
   MoeParams p = params(a->in[0], a->in[1], a->in[2], a->in[4], a->out[0]);
   p.wt = (const float *)ingot_tensor_data(a->in[3]);
+  p.res = a->nin > 5 && a->in[5] ? (const float *)ingot_tensor_data(a->in[5]) : NULL;
   if ((int64_t)p.T * p.rows == 0) return INGOT_OK;
-  if (p.k == 0 || p.cols == 0) {  // empty sums: zeros
+  if (p.k == 0 || p.cols == 0) {  // empty sums: zeros (plus res)
     const int dev = ingot_device_of(a->out[0]).index;
     ingot_status st = cuda_use_device(dev);
-    return st ? st
-              : cuda_check(cudaMemsetAsync(p.out, 0, (size_t)p.T * p.rows * sizeof(float),
-                                           cuda_current_stream(dev)),
-                           "cudaMemsetAsync");
+    if (st) return st;
+    cudaStream_t s = cuda_current_stream(dev);
+    if (!p.res)
+      return cuda_check(cudaMemsetAsync(p.out, 0, (size_t)p.T * p.rows * sizeof(float), s),
+                        "cudaMemsetAsync");
+    // k = 0: the sum kernel reads no part and gives res + 0 (the CPU's bits)
+    sum_slots_kernel<<<grid_for((int64_t)p.T * p.rows, kThreads), kThreads, 0, s>>>(
+        NULL, p.ids, 0, p.E, p.T, p.rows, p.res, p.out);
+    return launch_status("moe_down sum kernel");
   }
   ingot_status st = check_sizes("moe_down", a->in[2], a->in[1]);
   return st ? st : run_experts(false, p, a->in[1], p.rows, (int64_t)p.T * p.k);

@@ -108,9 +108,10 @@ static ingot_tensor *router_rows(const dev_weight *w) {
   return tensor_view_as_dtype(w->t, (ingot_dtype)dt); /* uint8 [E, row bytes] as [E, dim] */
 }
 
-/* Inside the caller's scope: every temporary, route's outputs included, goes there. */
-ingot_tensor *dev_moe_forward(const dev_moe *m, const ingot_model_config *c,
-                              const ingot_tensor *xb) {
+/* res + the block of xb. Inside the caller's scope: every temporary, route's
+ * outputs included, goes there. */
+ingot_tensor *dev_moe_forward(const dev_moe *m, const ingot_model_config *c, const ingot_tensor *xb,
+                              const ingot_tensor *res) {
   ingot_tensor *weights = NULL, *ids = NULL, *rows = NULL;
   int k = c->n_experts_used;
   bool renorm = c->norm_topk_prob;
@@ -123,10 +124,14 @@ ingot_tensor *dev_moe_forward(const dev_moe *m, const ingot_model_config *c,
     ingot_tensor *logits = dev_linear(xb, &m->router);
     if (!logits || ingot_moe_route(logits, k, renorm, &weights, &ids)) return NULL;
   }
+  /* Without a shared expert the down pass adds the residual (no add launch). */
+  if (!m->has_shared)
+    return ingot_moe_experts_add(res, xb, m->gate_up, m->gate_up_scale, m->down, m->down_scale, ids,
+                                 weights);
   ingot_tensor *y =
       ingot_moe_experts(xb, m->gate_up, m->gate_up_scale, m->down, m->down_scale, ids, weights);
-  if (!y || !m->has_shared) return y;
+  if (!y) return NULL;
   ingot_tensor *sh =
       dev_linear(ingot_swiglu(dev_linear(xb, &m->sh_gate), dev_linear(xb, &m->sh_up)), &m->sh_down);
-  return ingot_add(y, ingot_mul(ingot_sigmoid(dev_linear(xb, &m->sh_router)), sh));
+  return ingot_add(res, ingot_add(y, ingot_mul(ingot_sigmoid(dev_linear(xb, &m->sh_router)), sh)));
 }

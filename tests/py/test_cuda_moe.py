@@ -254,6 +254,34 @@ def test_experts(wdt, T, E, k, K, NI):
          tensor(wts), tol=tol(k * max(K, NI), k))
 
 
+@pytest.mark.parametrize("wdt", [BF16, F8], ids=lambda d: NAMES[d])
+@pytest.mark.parametrize("T", [1, 3, 8, 9, 40])
+def test_experts_add(wdt, T):
+    # The residual added in the down GEMV's epilogue (T <= 8) or the sum kernel (T > 8);
+    # special values in res (NaN, +-inf, -0) go through the one addition.
+    E, k, K, NI = 16, 4, 256, 64
+    x = RNG.standard_normal((T, K)).astype(BF16)
+    wgu, sgu = rand_weights(RNG, E, 2 * NI, K, wdt)
+    wd, sd = rand_weights(RNG, E, K, NI, wdt)
+    ids = rand_ids(RNG, T, k, E)
+    wts = RNG.uniform(0, 1, (T, k)).astype(np.float32)
+    res = (RNG.standard_normal((T, K)) * 4).astype(np.float32)
+    res[0, :4] = [np.nan, np.inf, -np.inf, -0.0]
+    diff("ingot_moe_experts_add", tensor(res), tensor(x), tensor(wgu), opt(sgu), tensor(wd),
+         opt(sd), tensor(ids), tensor(wts), tol=tol(k * K, 4 * k))
+
+
+def test_experts_add_qwen3_30b_a3b_t1():
+    E, k, K, NI = 128, 8, 2048, 768
+    x = RNG.standard_normal((1, K)).astype(BF16)
+    wgu, wd, sgu, sd = qwen3_expert_weights(BF16, E, K, NI)
+    ids = rand_ids(RNG, 1, k, E)
+    wts = RNG.dirichlet(np.ones(k), 1).astype(np.float32)
+    res = RNG.standard_normal((1, K)).astype(BF16)
+    diff("ingot_moe_experts_add", tensor(res), tensor(x), tensor(wgu), opt(sgu), tensor(wd),
+         opt(sd), tensor(ids), tensor(wts), tol=tol(k * NI, k))
+
+
 @pytest.mark.parametrize("prefetch", ["1", "0"])
 def test_experts_without_the_hint(prefetch, monkeypatch):
     # INGOT_MOE_PREFETCH=0 drops the down-row hint: the same numbers either way.

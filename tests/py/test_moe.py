@@ -238,6 +238,43 @@ def test_experts(wdt, T):
     np.testing.assert_allclose(to_numpy(y), ry, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("rdt", [F32, BF16], ids=lambda d: NAMES[d])
+@pytest.mark.parametrize("T", [1, 9])
+def test_experts_add(rdt, T):
+    # res + experts: the residual added by the down pass, the bits of ingot_add(res, y);
+    # special values in res pass through the one addition.
+    E, k, K, NI = 8, 3, 48, 24
+    x = RNG.standard_normal((T, K)).astype(BF16)
+    wgu, sgu = rand_weights(RNG, E, 2 * NI, K, BF16)
+    wd, sd = rand_weights(RNG, E, K, NI, BF16)
+    ids = rand_ids(RNG, T, k, E)
+    wts = RNG.uniform(0, 1, (T, k)).astype(np.float32)
+    res = (RNG.standard_normal((T, K)) * 4).astype(rdt)
+    res[0, :4] = [np.nan, np.inf, -np.inf, -0.0]
+    y = call("ingot_moe_experts_add", tensor(res), tensor(x), tensor(wgu), None, tensor(wd), None,
+             tensor(ids), tensor(wts))
+    y0 = to_numpy(call("ingot_moe_experts", tensor(x), tensor(wgu), None, tensor(wd), None,
+                       tensor(ids), tensor(wts)))
+    np.testing.assert_array_equal(to_numpy(y), res.astype(np.float32) + y0)
+    ry = res.astype(np.float64) + down_ref(gate_up_ref(x, wgu, None, ids), wd, None, ids, wts)
+    np.testing.assert_allclose(to_numpy(y), ry, rtol=1e-4, atol=1e-4)
+
+
+def test_experts_add_errors():
+    x = tensor(np.zeros((2, 16), np.float32))
+    wgu = tensor(np.zeros((4, 8, 16), BF16))
+    wd = tensor(np.zeros((4, 16, 4), BF16))
+    ids = tensor(np.zeros((2, 2), np.int32))
+    wts = tensor(np.ones((2, 2), np.float32))
+    e = "ingot_moe_experts_add"
+    call(e, tensor(np.zeros((2, 16), np.float32)), x, wgu, None, wd, None, ids, wts)
+    raises("moe_experts_add: NULL res", e, None, x, wgu, None, wd, None, ids, wts)
+    for bad in (np.zeros((2, 15), np.float32), np.zeros((32,), np.float32),
+                np.zeros((2, 16), np.int32)):
+        raises("moe_down: res must be float32, bfloat16 or float16 \\[2, 16\\]", e,
+               tensor(bad), x, wgu, None, wd, None, ids, wts)
+
+
 def test_experts_errors():
     x = tensor(np.zeros((2, 16), np.float32))
     wgu = tensor(np.zeros((4, 8, 16), BF16))
