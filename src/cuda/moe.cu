@@ -45,6 +45,9 @@
 //   block's router rows before pdl_wait; the expert kernels can touch nothing
 //   before it (their rows depend on the ids), so they only wait. Each grid is
 //   one wave, so every block lets the next kernel launch right after its wait.
+// ROUTE with a norm (ingot_moe_route_linear_norm): the cluster's blocks each
+//   normalise their staged x in shared memory (block 0 writes it out as xn
+//   for the expert kernels); the fallback normalises into xn first.
 // Out-of-range ids never read out of bounds: their h rows (gate_up) or their
 // token's y row (down) are NaN.
 #include <cooperative_groups.h>
@@ -544,10 +547,59 @@ struct RouterParams {
   const void *w;  // router [E, D]
   int T, E, k;
   int64_t D;
-  bool renorm, vec;  // vec: router rows 16-byte aligned
-  float *wout;       // [T, k]
-  int32_t *ids;      // [T, k]
+  bool renorm, vec;   // vec: router rows 16-byte aligned
+  float *wout;        // [T, k]
+  int32_t *ids;       // [T, k]
+  const float *norm;  // RMS norm weight [D] applied to x first (x f32), or NULL
+  float eps;
+  float *xn;  // with norm: the normalised x [T, D] f32 (an output)
 };
+
+// RMS norm of the T staged rows xs (stage_rows' layout, T <= kWarps) in
+// place, as the RMS_NORM kernel rounds it: (x * inv) * norm[kk]; xn (not
+// NULL): each value also to xn [T, D] in natural order. Barriers: every
+// thread of the block calls it, after the staging barrier.
+template <int VEC>
+__device__ void norm_staged(float *xs, const RouterParams &p, float *xn) {
+  __shared__ float inv[kGemvTokens];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t D = p.D, nch = D / VEC;
+  if (warp < p.T) {
+    float ss = 0.f;
+    for (int64_t i = lane; i < D; i += 32) ss = fmaf(xs[warp * D + i], xs[warp * D + i], ss);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (lane == 0) inv[warp] = 1.0f / sqrtf(ss / (float)D + p.eps);
+  }
+  __syncthreads();
+  for (int64_t e = threadIdx.x; e < p.T * D; e += kThreads) {
+    const int64_t r = e / D, pos = e - r * D, t4 = pos >> 2, q = t4 / nch;
+    const int64_t kk = p.vec ? (t4 - q * nch) * VEC + q * 4 + (pos & 3) : pos;
+    const float v = __fmul_rn(__fmul_rn(xs[e], inv[r]), p.norm[kk]);
+    xs[e] = v;
+    if (xn) xn[r * D + kk] = v;
+  }
+}
+
+// The fallback's norm (T > 8 or E > 1024): a block per row of x into xn, the
+// same formula (its sum of squares in another order).
+__global__ void __launch_bounds__(kThreads)
+    norm_rows_kernel(const float *x, const float *norm, float eps, int64_t D, float *xn) {
+  __shared__ float part[kWarps];
+  const float *row = x + (int64_t)blockIdx.x * D;
+  float ss = 0.f;
+  for (int64_t i = threadIdx.x; i < D; i += kThreads) ss = fmaf(row[i], row[i], ss);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ss;
+  __syncthreads();
+  float s = 0.f;
+#pragma unroll
+  for (int w = 0; w < kWarps; w++) s += part[w];
+  const float inv = 1.0f / sqrtf(s / (float)D + eps);
+  for (int64_t i = threadIdx.x; i < D; i += kThreads)
+    xn[(int64_t)blockIdx.x * D + i] = __fmul_rn(__fmul_rn(row[i], inv), norm[i]);
+}
 
 constexpr int kCluster = 8;         // blocks of the router cluster (the portable maximum)
 constexpr int kClusterMaxE = 1024;  // its logits [T, E] live in block 0's shared memory
@@ -637,6 +689,10 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
   pdl_wait();  // x comes from the kernel before
   pdl_launch_dependents();
   stage_rows<VEC>(xs, p.x, p.x_dt, p.T, (int)p.D, p.vec);
+  if (p.norm) {
+    __syncthreads();  // x staged
+    norm_staged<VEC>(xs, p, rank == 0 ? p.xn : nullptr);
+  }
   cluster.sync();  // x staged, and every block of the cluster running before any remote write
   for (int e0 = rank * kWarps + warp; e0 < p.E; e0 += kRouterRows * stride) {
     float acc[kRouterRows][kGemvTokens] = {};
@@ -932,6 +988,15 @@ ingot_status route_linear(const RouterParams &p, int dev, cudaStream_t s) {
     return cuda_check(launch_pdl(kern, dim3(kCluster), dim3(kThreads), smem, s, p),
                       "moe_route_linear kernel");
   }
+  if (p.norm) {  // xn first, then the plain path over it
+    norm_rows_kernel<<<(unsigned)p.T, kThreads, 0, s>>>(static_cast<const float *>(p.x), p.norm,
+                                                        p.eps, p.D, p.xn);
+    ingot_status st = launch_status("moe_route_linear norm kernel");
+    if (st) return st;
+    RouterParams q = p;
+    q.x = p.xn, q.x_dt = INGOT_F32, q.norm = NULL, q.xn = NULL;
+    return route_linear<WT>(q, dev, s);
+  }
   const int64_t n = (int64_t)p.T * p.E;
   float *logits = (float *)cuda_scratch_alloc(dev, (size_t)n * sizeof(float), s);
   if (!logits)
@@ -975,6 +1040,11 @@ ingot_status k_route(ingot_op_args *a) {
     p.vec =
         (p.D * (int64_t)ingot_dtype_size(ingot_dtype_of(R))) % 16 == 0 && (uintptr_t)p.w % 16 == 0;
     p.wout = w, p.ids = ids;
+    if (a->nin > 2 && a->in[2]) {
+      p.norm = (const float *)ingot_tensor_data(a->in[2]);
+      p.eps = (float)a->farg[0];
+      p.xn = (float *)ingot_tensor_data(a->out[2]);
+    }
     switch (ingot_dtype_of(R)) {
       case INGOT_F32:
         return route_linear<float>(p, dev, s);

@@ -99,6 +99,38 @@ def test_route_linear(xdt, rdt, E, k, D, T):
          tol=(2e-5, 1e-7))
 
 
+@pytest.mark.parametrize("rdt", [F32, BF16], ids=lambda d: NAMES[d])
+@pytest.mark.parametrize("E,k,D", [(8, 2, 64), (128, 8, 2048), (200, 37, 37), (1100, 8, 96)])
+@pytest.mark.parametrize("T", [1, 3, 8, 9, 40])
+def test_route_linear_norm(rdt, E, k, D, T):
+    # The norm in the router cluster (T <= 8, E <= 1024: staged rows normalised in
+    # shared memory, block 0 writes xn; D 37: the plain staged layout) or the norm
+    # kernel before the fallback. xn: f32 norm with the sum of squares in another
+    # order (rtol 1e-6); ids equal; weights rtol 2e-5.
+    x = (RNG.standard_normal((T, D)) * 3).astype(np.float32)
+    norm = RNG.uniform(0.5, 1.5, D).astype(np.float32)
+    router = (RNG.standard_normal((E, D)) * (3 / D ** 0.5)).astype(rdt)
+    for renorm in (True, False):
+        diff("ingot_moe_route_linear_norm", tensor(x), tensor(norm), 1e-6, tensor(router), k,
+             renorm, OUT_SLOT, OUT_SLOT, OUT_SLOT, tol=(2e-5, 1e-6))
+    diff("ingot_moe_route_linear_norm", transposed(x), tensor(norm), 1e-6, transposed(router), k,
+         True, OUT_SLOT, OUT_SLOT, OUT_SLOT, tol=(2e-5, 1e-6))
+
+
+def test_route_linear_norm_special_values():
+    # A NaN in x makes its whole row NaN (the sum of squares), an infinity likewise
+    # (inf * 0 in the norm): the same NaN logits and choices as the CPU.
+    T, E, k, D = 4, 16, 4, 32
+    x = RNG.standard_normal((T, D)).astype(np.float32)
+    x[1, 3] = np.nan
+    x[2, 0] = np.inf
+    x[3] = 0.0  # all zeros: inv = 1/sqrt(eps), xn = 0
+    norm = RNG.uniform(0.5, 1.5, D).astype(np.float32)
+    router = (RNG.standard_normal((E, D)) / 8).astype(np.float32)
+    diff("ingot_moe_route_linear_norm", tensor(x), tensor(norm), 1e-6, tensor(router), k, True,
+         OUT_SLOT, OUT_SLOT, OUT_SLOT, tol=(2e-5, 1e-7))
+
+
 def test_route_linear_special_values():
     # NaN and infinite inputs make NaN / +-inf logits: the same choices as the CPU.
     T, E, k, D = 4, 16, 4, 32
