@@ -451,6 +451,57 @@ def test_fused_layer_graph_capture_and_replay():
                         cpu_check)
 
 
+def norm_layer(xt, nw, g, gu, d, k):
+    """x + experts(rms_norm(x)) as forward_moe.c runs it at decode: the norm in
+    the router (route_linear_norm), the residual in down (experts_add)."""
+    xn, ws, ids = out_ptr(), out_ptr(), out_ptr()
+    call("ingot_moe_route_linear_norm", xt, nw, 1e-6, g, k, True, xn, ws, ids)
+    xn, weights, ids = take(xn), take(ws), take(ids)
+    return call("ingot_moe_experts_add", xt, xn, gu, None, d, None, ids, weights), ids
+
+
+def test_fused_norm_layers_back_to_back():
+    # Three layers queued with no host wait between them: each router reads the x
+    # the down kernel before it wrote, each down the xn its router wrote (PDL
+    # launches: a kernel that read early would see stale rows). Against the CPU.
+    E, k, K, NI, L = 32, 4, 256, 64, 3
+    layers = []
+    for _ in range(L):
+        wg = (RNG.standard_normal((E, K)) / 16).astype(BF16)
+        wgu, _ = rand_weights(RNG, E, 2 * NI, K, BF16)
+        wd, _ = rand_weights(RNG, E, K, NI, BF16)
+        nw = RNG.uniform(0.5, 1.5, K).astype(np.float32)
+        layers.append((nw, wg, wgu, wd))
+    for T in (1, 3, 12):
+        x = RNG.standard_normal((T, K)).astype(np.float32)
+        xc, xd, ids_c, ids_d = tensor(x), to_device(tensor(x)), [], []
+        for nw, wg, wgu, wd in layers:
+            xc, ic = norm_layer(xc, tensor(nw), tensor(wg), tensor(wgu), tensor(wd), k)
+            xd, idd = norm_layer(xd, *[to_device(tensor(a)) for a in (nw, wg, wgu, wd)], k)
+            ids_c.append(ic)
+            ids_d.append(idd)
+        for ic, idd in zip(ids_c, ids_d):
+            np.testing.assert_array_equal(to_numpy(idd), to_numpy(ic))
+        np.testing.assert_allclose(to_numpy(xd), to_numpy(xc), *tol(k * K, L * k))
+
+
+def test_fused_norm_layer_graph_capture_and_replay():
+    # route_linear_norm + experts_add captured in a graph with their PDL edges.
+    k, K, (wg, wgu, wd), _ = graph_layer_case()
+    nw = RNG.uniform(0.5, 1.5, K).astype(np.float32)
+    dx = to_device(tensor(RNG.standard_normal((1, K)).astype(np.float32)))
+
+    def layer(xt, n, g, gu, d):
+        return norm_layer(xt, n, g, gu, d, k)[0]
+
+    def cpu_check(y, xn):
+        cpu = layer(tensor(xn.astype(np.float32)), *[tensor(a) for a in (nw, wg, wgu, wd)])
+        np.testing.assert_allclose(to_numpy(y), to_numpy(cpu), *tol(k * K, k))
+
+    check_graph_replays(layer, tuple(to_device(tensor(a)) for a in (nw, wg, wgu, wd)), dx, K,
+                        cpu_check)
+
+
 def test_down_gemv_large_staging():
     # T = 8, k = 8, I = 768: 196 KiB of h staged (the opt-in shared-memory size).
     T, E, k, K, NI = 8, 64, 8, 72, 768
