@@ -86,6 +86,7 @@ __device__ __forceinline__ bool route_better(float a, int ia, float b, int ib) {
 __device__ void route_warp(const float *rs, unsigned char *taken, int E, int k, bool renorm,
                            float *w, int32_t *id) {
   const int lane = threadIdx.x % 32;
+  int first = 0, mine = 0;  // the first choice, and choice `lane` (no global round trip)
   for (int j = 0; j < k; j++) {
     float bv = 0.f;
     int bi = -1;
@@ -98,20 +99,33 @@ __device__ void route_warp(const float *rs, unsigned char *taken, int E, int k, 
       if (route_better(ov, oi, bv, bi)) bv = ov, bi = oi;
     }
     // Every lane now holds the same winner.
+    if (j == 0) first = bi;
+    if (j == lane) mine = bi;
     if (lane == 0) taken[bi] = 1, id[j] = bi;
     __syncwarp();
   }
-  const float m = rs[id[0]];
+  const float m = rs[first];
   float s = 0.f;
   for (int e = lane; e < E; e += 32) s += expf(rs[e] - m);
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-  float ks = 0.f;
-  for (int j = lane; j < k; j += 32) ks += (w[j] = expf(rs[id[j]] - m) / s);
-  if (!renorm) return;
+  // Weight `lane` stays in a register; choices past 32 (k > 32) go through w.
+  float ks = 0.f, wl = 0.f;
+  for (int j = lane; j < k; j += 32) {
+    const float v = expf(rs[j == lane ? mine : id[j]] - m) / s;
+    ks += v;
+    if (j == lane)
+      wl = v;
+    else
+      w[j] = v;
+  }
+  if (renorm)
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) ks += __shfl_xor_sync(0xffffffffu, ks, o);
-  for (int j = lane; j < k; j += 32) w[j] /= ks;
+    for (int o = 16; o > 0; o >>= 1) ks += __shfl_xor_sync(0xffffffffu, ks, o);
+  for (int j = lane; j < k; j += 32) {
+    const float v = j == lane ? wl : w[j];
+    w[j] = renorm ? v / ks : v;
+  }
 }
 
 // A warp per token (blocks of one warp: no barriers, E limited only by shared memory).
