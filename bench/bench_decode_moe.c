@@ -8,7 +8,10 @@
  * and times the difference, NEW_TOKENS - SHORT_TOKENS steps that differ
  * only in their positions (the capture, the first step and the prompt
  * cancel). The median over runs after one warm-up run is reported; the
- * prompt's tokens/s and the plain 64-token rate (capture included) go to stderr. */
+ * prompt's tokens/s and the plain 64-token rate (capture included) go to stderr.
+ * INGOT_BENCH_PROFILE=1: the first timed run brackets one steady-state
+ * decode step with ingot_profiler_range (for ncu --profile-from-start off;
+ * docs/perf-notes.md says how). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -40,6 +43,26 @@ static ingot_model_config qwen3_30b_a3b(void) {
                               .norm_topk_prob = true};
 }
 
+/* Token callback of the profiled run: ingot_generate queues the step that
+ * makes token i + 2 between its callbacks for tokens i and i + 1, so the
+ * range from token PROFILE_AT to the next one holds exactly one decode step
+ * (a graph replay, long after capture). */
+#define PROFILE_AT 32
+typedef struct profile_cb {
+  ingot_device dev;
+  int64_t n;
+  bool failed;
+} profile_cb;
+
+static int profile_token(int32_t token, const char *piece, size_t len, void *user) {
+  (void)token, (void)piece, (void)len;
+  profile_cb *p = user;
+  if (p->n == PROFILE_AT || p->n == PROFILE_AT + 1)
+    p->failed |= ingot_profiler_range(p->dev, p->n == PROFILE_AT) != INGOT_OK;
+  p->n++;
+  return 0;
+}
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -58,6 +81,9 @@ void bench_decode_qwen3moe(bench_ctx *c, bool fp8) {
   o.sample.temperature = 0;
   bool ok = m && dec;
   double pre = 0, plain = 0;
+  const char *pe = getenv("INGOT_BENCH_PROFILE");
+  profile_cb prof = {.dev = c->dev};
+  bool profile = pe && *pe && *pe != '0';
   for (int r = -1; r < c->runs && ok; r++) { /* r = -1: warm-up */
     ingot_generate_stats st[2];
     const int want[2] = {SHORT_TOKENS, NEW_TOKENS};
@@ -65,8 +91,10 @@ void bench_decode_qwen3moe(bench_ctx *c, bool fp8) {
       int64_t n = 0;
       o.max_tokens = want[g];
       ingot_model_reset(m);
-      ok = !ingot_generate(m, prompt, PROMPT_TOKENS, &o, NULL, NULL, out, NEW_TOKENS, &n, &st[g]) &&
-           n == want[g];
+      bool prof_now = profile && r == 0 && g == 1;
+      ok = !ingot_generate(m, prompt, PROMPT_TOKENS, &o, prof_now ? profile_token : NULL,
+                           prof_now ? &prof : NULL, out, NEW_TOKENS, &n, &st[g]) &&
+           n == want[g] && !prof.failed;
     }
     if (ok && r >= 0) {
       dec[r] = st[1].decode_seconds - st[0].decode_seconds;

@@ -223,6 +223,8 @@ typedef struct ingot_runtime_ops {
   ingot_status (*graph_destroy)(int index, void *graph);
   /* Device-to-host copy queued on the current stream, no wait (dst pinned). */
   ingot_status (*copy_to_host_async)(int index, void *dst, const void *src, size_t nbytes);
+  /* Start (start) or stop the capture range of an attached profiler. */
+  ingot_status (*profiler_range)(int index, bool start);
 } ingot_runtime_ops;
 
 typedef struct ingot_backend {

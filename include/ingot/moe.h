@@ -30,6 +30,15 @@ ingot_status ingot_moe_route(const ingot_tensor *logits, int k, bool renorm, ing
 ingot_status ingot_moe_route_linear(const ingot_tensor *x, const ingot_tensor *router, int k,
                                     bool renorm, ingot_tensor **weights, ingot_tensor **ids);
 
+/* ingot_moe_route_linear of rms_norm(x, norm, eps), that normalised x
+ * returned too (*xn f32 [T,D], ingot_rms_norm's values): at decode the norm,
+ * the router product and the routing are one CUDA kernel (no rms_norm
+ * launch before it). x f32 [T,D]; norm f32 [D]. */
+ingot_status ingot_moe_route_linear_norm(const ingot_tensor *x, const ingot_tensor *norm,
+                                         double eps, const ingot_tensor *router, int k, bool renorm,
+                                         ingot_tensor **xn, ingot_tensor **weights,
+                                         ingot_tensor **ids);
+
 /* Gate and up of the chosen experts: h [T,k,I] f32 with h[t,j] =
  * silu(x[t] · G^T) * (x[t] · U^T), G = rows [0,I) and U = rows [I,2I) of
  * w[ids[t,j]] (each row times scale[e, row] when scale is given).
@@ -56,6 +65,15 @@ ingot_tensor *ingot_moe_experts(const ingot_tensor *x, const ingot_tensor *gate_
                                 const ingot_tensor *gate_up_scale, const ingot_tensor *down_w,
                                 const ingot_tensor *down_scale, const ingot_tensor *ids,
                                 const ingot_tensor *weights);
+
+/* res + ingot_moe_experts(x, ...), the residual added by the down pass (no
+ * separate add): y [T,D] f32 = res[t] + the weighted expert sum, one f32
+ * addition each (ingot_add's bits). res [T,D] f32/bf16/f16 on x's device. */
+ingot_tensor *ingot_moe_experts_add(const ingot_tensor *res, const ingot_tensor *x,
+                                    const ingot_tensor *gate_up_w,
+                                    const ingot_tensor *gate_up_scale, const ingot_tensor *down_w,
+                                    const ingot_tensor *down_scale, const ingot_tensor *ids,
+                                    const ingot_tensor *weights);
 
 #ifdef __cplusplus
 }

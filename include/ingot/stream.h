@@ -101,6 +101,11 @@ ingot_status ingot_set_memory_fraction(ingot_device dev, double fraction);
  * record_stream). */
 ingot_status ingot_record_stream(ingot_tensor *t, ingot_stream *stream);
 
+/* Start (start = true) or stop the capture range of a profiler attached to the
+ * process (cudaProfilerStart/Stop on CUDA, for ncu --profile-from-start off
+ * or nsys --capture-range=cudaProfilerApi); does nothing on the CPU. */
+ingot_status ingot_profiler_range(ingot_device dev, bool start);
+
 /* ---- pinned host memory ---- */
 /* Uninitialised CPU tensor in page-locked memory (cudaHostAlloc) when a CUDA
  * device is present, else in ordinary memory. Host-to-device copies from it

@@ -12,6 +12,9 @@
  *              Softmax in f32 (m = the row's max, p = expf(x - m) / sum),
  *              top-k by logit (descending, ties to the lower id, NaN largest),
  *              weights = p (/ sum of the k p when renorm).
+ *              nin 3: in[2] norm f32 [D], farg[0] eps, x f32: x is first
+ *              normalised as the RMS_NORM kernel does ((x * inv) * norm, f32)
+ *              into out[2] xn f32 [T,D], and the logits are xn[t] . router[e].
  * MOE_GATE_UP: in[0] x [T,K] f32/bf16/f16, in[1] w [E,2I,K] bf16/f16/f32/f8e4m3fn,
  *              in[2] ids int32 [T,k], in[3] scale f32 [E,2I] or NULL; nin 5:
  *              in[4] the down weight [E,K',I] that reads h next, a hint only
@@ -21,7 +24,9 @@
  *              of x[t] with rows i and I+i of w[e] (times their scales).
  * MOE_DOWN:    in[0] h f32 [T,k,I], in[1] w [E,K,I], in[2] ids int32 [T,k],
  *              in[3] weights f32 [T,k], in[4] scale f32 [E,K] or NULL;
- *              out[0] y f32 [T,K] = sum_j weights[t,j] * (h[t,j] . w[e] rows). */
+ *              out[0] y f32 [T,K] = sum_j weights[t,j] * (h[t,j] . w[e] rows);
+ *              nin 6: in[5] res f32 [T,K], and y = res + that sum (one f32
+ *              addition, as ingot_add's). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,32 +94,40 @@ static bool check_weight(const char *op, const ingot_tensor *w, const ingot_tens
 }
 
 /* Dispatch MOE_ROUTE over the contiguous copies of in0 (and in1 when not
- * NULL: the router-linear form); the outputs only on success. */
-static ingot_status route(const ingot_tensor *in0, const ingot_tensor *in1, int64_t T, int k,
-                          bool renorm, ingot_tensor **weights, ingot_tensor **ids) {
-  int64_t shape[2] = {T, k};
-  ingot_op_args a = {.op = INGOT_OP_MOE_ROUTE, .nin = in1 ? 2 : 1, .nout = 2};
+ * NULL: the router-linear form; norm when not NULL: x normalised first, into
+ * *xn); the outputs only on success. */
+static ingot_status route(const ingot_tensor *in0, const ingot_tensor *in1,
+                          const ingot_tensor *norm, double eps, int64_t T, int k, bool renorm,
+                          ingot_tensor **weights, ingot_tensor **ids, ingot_tensor **xn) {
+  int64_t shape[2] = {T, k}, xshape[2] = {T, in0->shape[1]};
+  ingot_op_args a = {.op = INGOT_OP_MOE_ROUTE, .nin = norm ? 3 : in1 ? 2 : 1, .nout = norm ? 3 : 2};
   a.in[0] = ingot_contiguous(in0);
   a.in[1] = in1 ? ingot_contiguous(in1) : NULL;
+  a.in[2] = norm ? ingot_contiguous(norm) : NULL;
   a.iarg[0] = k;
   a.iarg[1] = renorm;
+  a.farg[0] = eps;
   ingot_status st = INGOT_OK;
-  if (!a.in[0] || (in1 && !a.in[1]))
+  if (!a.in[0] || (in1 && !a.in[1]) || (norm && !a.in[2]))
     st = ingot_last_status();
   else if (!(a.out[0] = tensor_new(2, shape, INGOT_F32, in0->device)) ||
-           !(a.out[1] = tensor_new(2, shape, INGOT_I32, in0->device)))
+           !(a.out[1] = tensor_new(2, shape, INGOT_I32, in0->device)) ||
+           (norm && !(a.out[2] = tensor_new(2, xshape, INGOT_F32, in0->device))))
     st = ingot_last_status();
   else
     st = dispatch(&a);
   ingot_release(a.in[0]);
   ingot_release(a.in[1]);
+  ingot_release(a.in[2]);
   if (st != INGOT_OK) {
     ingot_release(a.out[0]);
     ingot_release(a.out[1]);
+    ingot_release(a.out[2]);
     return st;
   }
   *weights = a.out[0];
   *ids = a.out[1];
+  if (xn) *xn = a.out[2];
   return INGOT_OK;
 }
 
@@ -134,14 +147,12 @@ ingot_status ingot_moe_route(const ingot_tensor *logits, int k, bool renorm, ing
   if (k < 1 || k > E)
     return ingot_set_error(INGOT_ERR_ARG, "moe_route: k (%d) must be in [1, %lld]", k,
                            (long long)E);
-  return route(logits, NULL, T, k, renorm, weights, ids);
+  return route(logits, NULL, NULL, 0, T, k, renorm, weights, ids, NULL);
 }
 
-ingot_status ingot_moe_route_linear(const ingot_tensor *x, const ingot_tensor *router, int k,
-                                    bool renorm, ingot_tensor **weights, ingot_tensor **ids) {
-  const char *op = "moe_route_linear";
-  if (!weights || !ids) return ingot_set_error(INGOT_ERR_ARG, "%s: NULL output pointer", op);
-  *weights = *ids = NULL;
+/* Checks of the router-linear forms (op names the caller). */
+static ingot_status check_route_linear(const char *op, const ingot_tensor *x,
+                                       const ingot_tensor *router, int k) {
   const ingot_tensor *ts[2] = {x, router};
   if (!check_tensors(op, 2, ts)) return ingot_last_status();
   if (x->ndim != 2 || router->ndim != 2)
@@ -158,7 +169,33 @@ ingot_status ingot_moe_route_linear(const ingot_tensor *x, const ingot_tensor *r
   int64_t E = router->shape[0];
   if (k < 1 || k > E)
     return ingot_set_error(INGOT_ERR_ARG, "%s: k (%d) must be in [1, %lld]", op, k, (long long)E);
-  return route(x, router, x->shape[0], k, renorm, weights, ids);
+  return INGOT_OK;
+}
+
+ingot_status ingot_moe_route_linear(const ingot_tensor *x, const ingot_tensor *router, int k,
+                                    bool renorm, ingot_tensor **weights, ingot_tensor **ids) {
+  const char *op = "moe_route_linear";
+  if (!weights || !ids) return ingot_set_error(INGOT_ERR_ARG, "%s: NULL output pointer", op);
+  *weights = *ids = NULL;
+  ingot_status st = check_route_linear(op, x, router, k);
+  return st ? st : route(x, router, NULL, 0, x->shape[0], k, renorm, weights, ids, NULL);
+}
+
+ingot_status ingot_moe_route_linear_norm(const ingot_tensor *x, const ingot_tensor *norm,
+                                         double eps, const ingot_tensor *router, int k, bool renorm,
+                                         ingot_tensor **xn, ingot_tensor **weights,
+                                         ingot_tensor **ids) {
+  const char *op = "moe_route_linear_norm";
+  if (!xn || !weights || !ids) return ingot_set_error(INGOT_ERR_ARG, "%s: NULL output pointer", op);
+  *xn = *weights = *ids = NULL;
+  ingot_status st = check_route_linear(op, x, router, k);
+  if (st) return st;
+  if (!check_tensors(op, 2, (const ingot_tensor *[]){x, norm})) return ingot_last_status();
+  if (x->dtype != INGOT_F32 || norm->dtype != INGOT_F32 || norm->ndim != 1 ||
+      norm->shape[0] != x->shape[1])
+    return ingot_set_error(INGOT_ERR_ARG, "%s: x must be float32 and norm float32 [%lld]", op,
+                           (long long)x->shape[1]);
+  return route(x, router, norm, eps, x->shape[0], k, renorm, weights, ids, xn);
 }
 
 /* ingot_moe_gate_up with the down weight that will read h as a hint (NULL: none). */
@@ -205,9 +242,10 @@ ingot_tensor *ingot_moe_gate_up(const ingot_tensor *x, const ingot_tensor *w,
   return gate_up(x, w, scale, ids, NULL);
 }
 
-ingot_tensor *ingot_moe_down(const ingot_tensor *h, const ingot_tensor *w,
-                             const ingot_tensor *scale, const ingot_tensor *ids,
-                             const ingot_tensor *weights) {
+/* ingot_moe_down, plus res [T, K] (NULL: none) added to the sum. */
+static ingot_tensor *down(const ingot_tensor *h, const ingot_tensor *w, const ingot_tensor *scale,
+                          const ingot_tensor *ids, const ingot_tensor *weights,
+                          const ingot_tensor *res) {
   const char *op = "moe_down";
   const ingot_tensor *ts[5] = {h, w, ids, weights, scale};
   if (!check_tensors(op, scale ? 5 : 4, ts)) return NULL;
@@ -227,14 +265,20 @@ ingot_tensor *ingot_moe_down(const ingot_tensor *h, const ingot_tensor *w,
     return ingot_fail(INGOT_ERR_SHAPE, "%s: h has I = %lld but w rows have %lld", op,
                       (long long)h->shape[2], (long long)w->shape[2]);
   int64_t shape[2] = {h->shape[0], w->shape[1]};
-  ingot_op_args a = {.op = INGOT_OP_MOE_DOWN, .nin = 5, .nout = 1};
+  if (res && !check_tensors(op, 2, (const ingot_tensor *[]){h, res})) return NULL;
+  if (res && (res->ndim != 2 || res->shape[0] != shape[0] || res->shape[1] != shape[1] ||
+              !is_float16ish(res->dtype)))
+    return ingot_fail(INGOT_ERR_SHAPE, "%s: res must be float32, bfloat16 or float16 [%lld, %lld]",
+                      op, (long long)shape[0], (long long)shape[1]);
+  ingot_op_args a = {.op = INGOT_OP_MOE_DOWN, .nin = res ? 6 : 5, .nout = 1};
   a.in[0] = dense(h, INGOT_F32);
   a.in[1] = (ingot_tensor *)w;
   a.in[2] = dense(ids, INGOT_I32);
   a.in[3] = dense(weights, INGOT_F32);
   a.in[4] = scale ? ingot_contiguous(scale) : NULL;
+  a.in[5] = res ? dense(res, INGOT_F32) : NULL;
   ingot_tensor *r = NULL;
-  if (a.in[0] && a.in[2] && a.in[3] && (!scale || a.in[4])) {
+  if (a.in[0] && a.in[2] && a.in[3] && (!scale || a.in[4]) && (!res || a.in[5])) {
     a.out[0] = tensor_new(2, shape, INGOT_F32, h->device);
     if (a.out[0]) r = dispatch_out(&a);
   }
@@ -242,13 +286,21 @@ ingot_tensor *ingot_moe_down(const ingot_tensor *h, const ingot_tensor *w,
   ingot_release(a.in[2]);
   ingot_release(a.in[3]);
   ingot_release(a.in[4]);
+  ingot_release(a.in[5]);
   return r ? r : fail_in(op);
 }
 
-ingot_tensor *ingot_moe_experts(const ingot_tensor *x, const ingot_tensor *gate_up_w,
-                                const ingot_tensor *gate_up_scale, const ingot_tensor *down_w,
-                                const ingot_tensor *down_scale, const ingot_tensor *ids,
-                                const ingot_tensor *weights) {
+ingot_tensor *ingot_moe_down(const ingot_tensor *h, const ingot_tensor *w,
+                             const ingot_tensor *scale, const ingot_tensor *ids,
+                             const ingot_tensor *weights) {
+  return down(h, w, scale, ids, weights, NULL);
+}
+
+/* ingot_moe_experts, plus res (NULL: none) added by the down pass. */
+static ingot_tensor *experts(const ingot_tensor *res, const ingot_tensor *x,
+                             const ingot_tensor *gate_up_w, const ingot_tensor *gate_up_scale,
+                             const ingot_tensor *down_w, const ingot_tensor *down_scale,
+                             const ingot_tensor *ids, const ingot_tensor *weights) {
   const ingot_tensor *ts[3] = {x, down_w, weights};
   if (!check_tensors("moe_experts", 3, ts) || !check_weight("moe_experts", down_w, down_scale))
     return NULL;
@@ -257,7 +309,23 @@ ingot_tensor *ingot_moe_experts(const ingot_tensor *x, const ingot_tensor *gate_
   ingot_tensor *h =
       gate_up(x, gate_up_w, gate_up_scale, ids, pf && strcmp(pf, "0") == 0 ? NULL : down_w);
   if (!h) return NULL;
-  ingot_tensor *y = ingot_moe_down(h, down_w, down_scale, ids, weights);
+  ingot_tensor *y = down(h, down_w, down_scale, ids, weights, res);
   ingot_release(h);
   return y;
+}
+
+ingot_tensor *ingot_moe_experts(const ingot_tensor *x, const ingot_tensor *gate_up_w,
+                                const ingot_tensor *gate_up_scale, const ingot_tensor *down_w,
+                                const ingot_tensor *down_scale, const ingot_tensor *ids,
+                                const ingot_tensor *weights) {
+  return experts(NULL, x, gate_up_w, gate_up_scale, down_w, down_scale, ids, weights);
+}
+
+ingot_tensor *ingot_moe_experts_add(const ingot_tensor *res, const ingot_tensor *x,
+                                    const ingot_tensor *gate_up_w,
+                                    const ingot_tensor *gate_up_scale, const ingot_tensor *down_w,
+                                    const ingot_tensor *down_scale, const ingot_tensor *ids,
+                                    const ingot_tensor *weights) {
+  if (!res) return ingot_fail(INGOT_ERR_ARG, "moe_experts_add: NULL res");
+  return experts(res, x, gate_up_w, gate_up_scale, down_w, down_scale, ids, weights);
 }

@@ -288,6 +288,13 @@ ingot_status ingot_empty_cache(ingot_device dev) {
   return rt && rt->empty_cache ? rt->empty_cache(dev.index) : INGOT_OK;
 }
 
+ingot_status ingot_profiler_range(ingot_device dev, bool start) {
+  const ingot_backend *be = dev_backend("profiler_range", dev);
+  if (!be) return ingot_last_status();
+  const ingot_runtime_ops *rt = rt_of(be);
+  return rt && rt->profiler_range ? rt->profiler_range(dev.index, start) : INGOT_OK;
+}
+
 ingot_status ingot_set_memory_fraction(ingot_device dev, double fraction) {
   const ingot_backend *be = dev_backend("set_memory_fraction", dev);
   if (!be) return ingot_last_status();

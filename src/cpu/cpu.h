@@ -30,6 +30,11 @@ void *cpu_host_alloc(size_t nbytes);
 void cpu_host_free(void *p, size_t nbytes);
 void cpu_host_empty_cache(void);
 
+/* y = x * inv_rms(x) * w over one row of n (f32 accumulation; x and y of
+ * dtype dt, w of wdt): the RMS_NORM kernel's row, shared by fused norms. */
+void cpu_rms_row(const void *xr, ingot_dtype dt, const void *wp, ingot_dtype wdt, int64_t n,
+                 float eps, void *yr);
+
 /* Number of threads kernels may use. */
 int cpu_threads(void);
 

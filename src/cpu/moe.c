@@ -39,7 +39,9 @@ static inline float dot(const float *a, const float *b, int64_t n) {
 }
 
 /* row[0..E) = the logits of token t: widened from in[0], or (nin 2) the f32
- * dots of x[t] with the router's rows (xr, rr: D-float scratch rows). */
+ * dots of x[t] with the router's rows (xr, rr: D-float scratch rows); nin 3:
+ * x[t] normalised first (RMS_NORM's row, weight in[2], eps farg[0]) into
+ * out[2]'s row t. */
 static void logits_row(const ingot_op_args *a, int64_t t, float *row, float *xr, float *rr) {
   const ingot_tensor *L = a->in[0];
   const char *pl = tensor_ptr(L);
@@ -50,7 +52,14 @@ static void logits_row(const ingot_op_args *a, int64_t t, float *row, float *xr,
   }
   const ingot_tensor *R = a->in[1];
   const int64_t D = L->shape[1], E = R->shape[0], rs = (int64_t)ingot_dtype_size(R->dtype);
-  widen(xr, L->dtype, pl + t * D * es, D);
+  if (a->nin > 2) {
+    float *xn = (float *)tensor_ptr(a->out[2]) + t * D;
+    cpu_rms_row(pl + t * D * es, INGOT_F32, tensor_ptr(a->in[2]), INGOT_F32, D, (float)a->farg[0],
+                xn);
+    xr = xn;
+  } else {
+    widen(xr, L->dtype, pl + t * D * es, D);
+  }
   for (int64_t e = 0; e < E; e++) {
     widen(rr, R->dtype, (const char *)tensor_ptr(R) + e * D * rs, D);
     row[e] = dot(xr, rr, D);
@@ -161,6 +170,7 @@ static ingot_status k_down(ingot_op_args *a) {
   const int32_t *pid = (const int32_t *)tensor_ptr(ids);
   const char *pw = tensor_ptr(W);
   float *y = (float *)tensor_ptr(a->out[0]);
+  const float *res = a->nin > 5 && a->in[5] ? (const float *)tensor_ptr(a->in[5]) : NULL;
 #pragma omp parallel for schedule(static) if (T * K * k * NI >= CPU_GRAIN)
   for (int64_t o = 0; o < T * K; o++) {
     float *row = buf + NI * omp_get_thread_num();
@@ -173,7 +183,7 @@ static ingot_status k_down(ingot_op_args *a) {
       if (sc) d *= sc[e * K + n];
       acc += wt[t * k + j] * d;
     }
-    y[o] = acc;
+    y[o] = res ? res[o] + acc : acc;
   }
   free(buf);
   return INGOT_OK;

@@ -41,9 +41,8 @@ static inline void st_f(void *p, ingot_dtype dt, int64_t i, float v) {
   }
 }
 
-/* y = x * inv_rms(x) * w over one row of n (f32 accumulation). */
-static void rms_row(const void *xr, ingot_dtype dt, const void *wp, ingot_dtype wdt, int64_t n,
-                    float eps, void *yr) {
+void cpu_rms_row(const void *xr, ingot_dtype dt, const void *wp, ingot_dtype wdt, int64_t n,
+                 float eps, void *yr) {
   float ss = 0;
   for (int64_t i = 0; i < n; i++) {
     const float v = ld_f(xr, dt, i);
@@ -91,7 +90,8 @@ static ingot_status k_qmatmul(ingot_op_args *a) {
     xn = malloc((size_t)M * (size_t)K * sizeof *xn);
     if (!xn) return ingot_set_error(INGOT_ERR_OOM, "qmatmul: out of memory");
     for (int64_t r = 0; r < M; r++)
-      rms_row(xp + r * K, INGOT_F32, tensor_ptr(norm), INGOT_F32, K, (float)a->farg[0], xn + r * K);
+      cpu_rms_row(xp + r * K, INGOT_F32, tensor_ptr(norm), INGOT_F32, K, (float)a->farg[0],
+                  xn + r * K);
     xp = xn;
   } else if (a->iarg[2]) { /* x = gate | up [M, 2K]: silu(gate) * up into a scratch copy */
     xn = malloc((size_t)M * (size_t)K * sizeof *xn);
@@ -139,8 +139,8 @@ static ingot_status k_rms_norm(ingot_op_args *a) {
   const size_t es = ingot_dtype_size(dt);
 #pragma omp parallel for schedule(static) if (rows * n >= CPU_GRAIN && rows > 1)
   for (int64_t r = 0; r < rows; r++)
-    rms_row(xp + (size_t)(r * n) * es, dt, tensor_ptr(w), w->dtype, n, (float)a->farg[0],
-            yp + (size_t)(r * n) * es);
+    cpu_rms_row(xp + (size_t)(r * n) * es, dt, tensor_ptr(w), w->dtype, n, (float)a->farg[0],
+                yp + (size_t)(r * n) * es);
   return INGOT_OK;
 }
 

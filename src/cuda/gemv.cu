@@ -40,6 +40,13 @@
 // norm as the RMS_NORM kernel rounds it), so a norm + product is one launch.
 // Occupancy queries are cached per kernel (host cost per call: cuda_use_device + one
 // launch + cudaGetLastError).
+// gemv1 and gemvx are launched as programmatic dependents (pdl.cuh): for
+// QMATMUL's weights (immutable) their first step of weight loads is issued
+// before pdl_wait, so it flies while the kernel before drains; for MATMUL /
+// SCALED_MM (W may have just been written) only an L2 prefetch of the block's
+// first rows is (L2 is coherent). X and everything else is read after the
+// wait. Their grids are one wave: each block lets the next kernel launch
+// right after its wait.
 // No host sync; launches on the output's current stream (graph-capturable).
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -49,6 +56,7 @@
 
 #include "cuda_common.cuh"
 #include "gemv.cuh"
+#include "pdl.cuh"
 #include "weight_chunk.cuh"
 
 namespace {
@@ -80,6 +88,7 @@ struct GemvParams {
   bool xvec;          // gemvx_kernel: every f32 X row start is 16-byte aligned (float4 loads)
   const float *norm;  // gemvx_kernel: NULL, or RMS norm weight [k] applied to X first
   float eps;
+  bool w_early;  // W is immutable (QMATMUL's weights): loaded before pdl_wait
 };
 
 __device__ __forceinline__ float load_f(const void *p, int dt, int64_t i) {
@@ -297,6 +306,27 @@ __device__ __forceinline__ void load_step(uint4 (&wv)[U][C], const uint4 *w, int
   }
 }
 
+// Before pdl_wait: the warp's first step of W when W is immutable (w_early),
+// else only an L2 prefetch of the block's first rows (L2 is coherent: a
+// prefetch cannot see stale bytes; register loads could). Then the wait, and
+// the next kernel may launch (the grid is one wave).
+template <class WT, int U, int C>
+__device__ __forceinline__ void first_step_and_wait(const GemvParams &p, uint4 (&wv)[U][C],
+                                                    int64_t tile, int64_t tiles, int lane) {
+  const uint4 *w = static_cast<const uint4 *>(p.w);
+  const int64_t ldc = p.ldw / Wfmt<WT>::VEC, m = p.m;  // row stride in chunks
+  if (p.w_early) {
+    if (tile < tiles) load_step<U, C>(wv, w, ldc, m, p.nch, tile * C, lane);
+  } else if (threadIdx.x == 0 && p.vec) {
+    const int64_t j0 = (int64_t)blockIdx.x * kWarps * C,
+                  n = m - j0 < kWarps * C ? m - j0 : kWarps * C;
+    if (n > 0) prefetch_l2(w + j0 * ldc, ((n - 1) * ldc + p.nch) * 16);  // to the last row's end
+  }
+  pdl_wait();
+  pdl_launch_dependents();
+  if (!p.w_early && tile < tiles) load_step<U, C>(wv, w, ldc, m, p.nch, tile * C, lane);
+}
+
 template <class WT, int C>
 __global__ void __launch_bounds__(kThreads, 2) gemv1_kernel(GemvParams p) {
   constexpr int U = 16 / C;        // 16 loads of 16 bytes in flight per lane
@@ -310,7 +340,7 @@ __global__ void __launch_bounds__(kThreads, 2) gemv1_kernel(GemvParams p) {
   // Warp-uniform state: current tile and the first chunk of the current step.
   int64_t tile = (int64_t)blockIdx.x * kWarps + warp, s0 = 0;
   uint4 wv[U][C];
-  if (tile < tiles) load_step<U, C>(wv, w, ldc, m, nch, tile * C, lane);
+  first_step_and_wait<WT, U, C>(p, wv, tile, tiles, lane);  // X comes from the kernel before
 
   const uint4 *x = static_cast<const uint4 *>(p.x);
   for (int64_t c = threadIdx.x; c < nch; c += kThreads) xraw[c] = __ldg(x + c);
@@ -444,7 +474,7 @@ __global__ void __launch_bounds__(kThreads, C *R <= 8 ? 2 : 1) gemvx_kernel(Gemv
 
   int64_t tile = (int64_t)blockIdx.x * kWarps + warp, s0 = 0;
   uint4 wv[U][C];
-  if (tile < tiles) load_step<U, C>(wv, w, ldc, m, nch, tile * C, lane);  // hides the staging
+  first_step_and_wait<WT, U, C>(p, wv, tile, tiles, lane);  // hides the staging
   stage_xf<VEC, R>(p, xs, inv);  // the only barriers: every thread reaches them once
 
   float acc[C][R];
@@ -585,8 +615,7 @@ ingot_status launch_tiles(K kern, GemvParams &p, int dev, cudaStream_t s, size_t
   int64_t blocks = (tiles + kWarps - 1) / kWarps;
   if (blocks > cap) blocks = cap;
   if (blocks < 1) blocks = 1;
-  kern<<<(unsigned)blocks, kThreads, smem, s>>>(p);
-  return launch_status(what);
+  return cuda_check(launch_pdl(kern, dim3((unsigned)blocks), dim3(kThreads), smem, s, p), what);
 }
 
 // The one-row kernel when it applies and pays (see the top of the file).
@@ -869,5 +898,6 @@ extern "C" ingot_status cuda_gemv_f32x(const void *w, ingot_dtype wdt, int64_t l
   p.rows = (int)rows, p.k = k, p.m = m;
   if (res) p.bias = res, p.bias_dt = INGOT_F32, p.bias_sr = m, p.bias_sj = 1;
   p.norm = norm, p.eps = eps;
+  p.w_early = true;  // QMATMUL's weights: immutable (see gemv.cuh)
   return run(p, wdt, nullptr, out, done);
 }

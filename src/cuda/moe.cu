@@ -38,12 +38,23 @@
 //   starts, placement), then a grouped tiled GEMM (32x32 tiles, f32 SIMT)
 //   runs over every expert's sorted rows; down writes weighted per-slot rows
 //   that a last kernel sums over k in slot order (deterministic).
+// A residual (MOE_DOWN nin 6, ingot_moe_experts_add) is added to y by the
+//   kernel that writes y (down GEMV epilogue or the sum kernel): no add launch.
+// PDL (pdl.cuh): the decode kernels (router cluster, gate_up and down GEMVs)
+//   are launched as programmatic dependents. The router asks L2 for its
+//   block's router rows before pdl_wait; the expert kernels can touch nothing
+//   before it (their rows depend on the ids), so they only wait. Each grid is
+//   one wave, so every block lets the next kernel launch right after its wait.
+// ROUTE with a norm (ingot_moe_route_linear_norm): the cluster's blocks each
+//   normalise their staged x in shared memory (block 0 writes it out as xn
+//   for the expert kernels); the fallback normalises into xn first.
 // Out-of-range ids never read out of bounds: their h rows (gate_up) or their
 // token's y row (down) are NaN.
 #include <cooperative_groups.h>
 #include <math.h>
 
 #include "cuda_common.cuh"
+#include "pdl.cuh"
 #include "weight_chunk.cuh"
 
 namespace cg = cooperative_groups;
@@ -75,6 +86,7 @@ __device__ __forceinline__ bool route_better(float a, int ia, float b, int ib) {
 __device__ void route_warp(const float *rs, unsigned char *taken, int E, int k, bool renorm,
                            float *w, int32_t *id) {
   const int lane = threadIdx.x % 32;
+  int first = 0, mine = 0;  // the first choice, and choice `lane` (no global round trip)
   for (int j = 0; j < k; j++) {
     float bv = 0.f;
     int bi = -1;
@@ -87,20 +99,33 @@ __device__ void route_warp(const float *rs, unsigned char *taken, int E, int k, 
       if (route_better(ov, oi, bv, bi)) bv = ov, bi = oi;
     }
     // Every lane now holds the same winner.
+    if (j == 0) first = bi;
+    if (j == lane) mine = bi;
     if (lane == 0) taken[bi] = 1, id[j] = bi;
     __syncwarp();
   }
-  const float m = rs[id[0]];
+  const float m = rs[first];
   float s = 0.f;
   for (int e = lane; e < E; e += 32) s += expf(rs[e] - m);
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-  float ks = 0.f;
-  for (int j = lane; j < k; j += 32) ks += (w[j] = expf(rs[id[j]] - m) / s);
-  if (!renorm) return;
+  // Weight `lane` stays in a register; choices past 32 (k > 32) go through w.
+  float ks = 0.f, wl = 0.f;
+  for (int j = lane; j < k; j += 32) {
+    const float v = expf(rs[j == lane ? mine : id[j]] - m) / s;
+    ks += v;
+    if (j == lane)
+      wl = v;
+    else
+      w[j] = v;
+  }
+  if (renorm)
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) ks += __shfl_xor_sync(0xffffffffu, ks, o);
-  for (int j = lane; j < k; j += 32) w[j] /= ks;
+    for (int o = 16; o > 0; o >>= 1) ks += __shfl_xor_sync(0xffffffffu, ks, o);
+  for (int j = lane; j < k; j += 32) {
+    const float v = j == lane ? wl : w[j];
+    w[j] = renorm ? v / ks : v;
+  }
 }
 
 // A warp per token (blocks of one warp: no barriers, E limited only by shared memory).
@@ -126,6 +151,7 @@ struct MoeParams {
   const int32_t *ids;  // [T, k]
   const float *wt;     // routing weights [T, k] (down)
   float *out;          // gate_up: h [T*k, I]; down: y [T, rows]
+  const float *res;    // down: [T, rows] added to y, or NULL
   int T, k, E;
   int64_t rows, cols;  // weight rows per expert and the dot length
   bool vec;            // every weight row starts 16-byte aligned (cols*es % 16 == 0)
@@ -275,6 +301,8 @@ __global__ void __launch_bounds__(kThreads) gate_up_gemv(MoeParams p) {
   const int64_t I = p.rows / 2, K = p.cols, nch = K / VEC;
   const int64_t tiles = (I + NP - 1) / NP, nitems = (int64_t)nslots * tiles;
   const int64_t gw = (int64_t)blockIdx.x * kWarps + warp, gstride = (int64_t)gridDim.x * kWarps;
+  pdl_wait();  // the ids and x come from the kernels before
+  pdl_launch_dependents();
   load_slot_ids(p, sid);
   if ((int)threadIdx.x < nslots) {
     const int e = sid[threadIdx.x];
@@ -415,6 +443,8 @@ __global__ void __launch_bounds__(kThreads) down_gemv(MoeParams p) {
   const int64_t I = p.cols, H = p.rows, n0 = (int64_t)blockIdx.x * kWarps;
   const int nch = (int)(I / VEC);
   const WT *w = static_cast<const WT *>(p.w);
+  pdl_wait();  // the ids, weights and h come from the kernels before
+  pdl_launch_dependents();
   load_slot_ids(p, sid);
   if (tid < nslots) {
     const int e = sid[tid];
@@ -519,7 +549,7 @@ __global__ void __launch_bounds__(kThreads) down_gemv(MoeParams p) {
       const int e = sid[t * p.k + j];
       if (e < 0 || e >= p.E) v = NAN;
     }
-    p.out[t * H + n] = v;
+    p.out[t * H + n] = p.res ? p.res[t * H + n] + v : v;
   }
 }
 
@@ -531,10 +561,59 @@ struct RouterParams {
   const void *w;  // router [E, D]
   int T, E, k;
   int64_t D;
-  bool renorm, vec;  // vec: router rows 16-byte aligned
-  float *wout;       // [T, k]
-  int32_t *ids;      // [T, k]
+  bool renorm, vec;   // vec: router rows 16-byte aligned
+  float *wout;        // [T, k]
+  int32_t *ids;       // [T, k]
+  const float *norm;  // RMS norm weight [D] applied to x first (x f32), or NULL
+  float eps;
+  float *xn;  // with norm: the normalised x [T, D] f32 (an output)
 };
+
+// RMS norm of the T staged rows xs (stage_rows' layout, T <= kWarps) in
+// place, as the RMS_NORM kernel rounds it: (x * inv) * norm[kk]; xn (not
+// NULL): each value also to xn [T, D] in natural order. Barriers: every
+// thread of the block calls it, after the staging barrier.
+template <int VEC>
+__device__ void norm_staged(float *xs, const RouterParams &p, float *xn) {
+  __shared__ float inv[kGemvTokens];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t D = p.D, nch = D / VEC;
+  if (warp < p.T) {
+    float ss = 0.f;
+    for (int64_t i = lane; i < D; i += 32) ss = fmaf(xs[warp * D + i], xs[warp * D + i], ss);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (lane == 0) inv[warp] = 1.0f / sqrtf(ss / (float)D + p.eps);
+  }
+  __syncthreads();
+  for (int64_t e = threadIdx.x; e < p.T * D; e += kThreads) {
+    const int64_t r = e / D, pos = e - r * D, t4 = pos >> 2, q = t4 / nch;
+    const int64_t kk = p.vec ? (t4 - q * nch) * VEC + q * 4 + (pos & 3) : pos;
+    const float v = __fmul_rn(__fmul_rn(xs[e], inv[r]), p.norm[kk]);
+    xs[e] = v;
+    if (xn) xn[r * D + kk] = v;
+  }
+}
+
+// The fallback's norm (T > 8 or E > 1024): a block per row of x into xn, the
+// same formula (its sum of squares in another order).
+__global__ void __launch_bounds__(kThreads)
+    norm_rows_kernel(const float *x, const float *norm, float eps, int64_t D, float *xn) {
+  __shared__ float part[kWarps];
+  const float *row = x + (int64_t)blockIdx.x * D;
+  float ss = 0.f;
+  for (int64_t i = threadIdx.x; i < D; i += kThreads) ss = fmaf(row[i], row[i], ss);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ss;
+  __syncthreads();
+  float s = 0.f;
+#pragma unroll
+  for (int w = 0; w < kWarps; w++) s += part[w];
+  const float inv = 1.0f / sqrtf(s / (float)D + eps);
+  for (int64_t i = threadIdx.x; i < D; i += kThreads)
+    xn[(int64_t)blockIdx.x * D + i] = __fmul_rn(__fmul_rn(row[i], inv), norm[i]);
+}
 
 constexpr int kCluster = 8;         // blocks of the router cluster (the portable maximum)
 constexpr int kClusterMaxE = 1024;  // its logits [T, E] live in block 0's shared memory
@@ -613,10 +692,22 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
   cg::cluster_group cluster = cg::this_cluster();
   const int rank = (int)cluster.block_rank(), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   float *lg0 = cluster.map_shared_rank(lg, 0);
-  for (int i = threadIdx.x; i < p.T * p.E; i += kThreads) taken[i] = 0;
-  stage_rows<VEC>(xs, p.x, p.x_dt, p.T, (int)p.D, p.vec);
-  cluster.sync();  // x staged, and every block of the cluster running before any remote write
   const int stride = kCluster * kWarps;
+  // Before pdl_wait only weights: this block's router rows (kWarps rows from
+  // each rank * kWarps + j * stride) are asked of L2 while the kernel before drains.
+  if (p.vec && threadIdx.x == 0)
+    for (int e0 = rank * kWarps; e0 < p.E; e0 += stride)
+      prefetch_l2(static_cast<const WT *>(p.w) + (int64_t)e0 * p.D,
+                  (int64_t)(p.E - e0 < kWarps ? p.E - e0 : kWarps) * p.D * (int64_t)sizeof(WT));
+  for (int i = threadIdx.x; i < p.T * p.E; i += kThreads) taken[i] = 0;
+  pdl_wait();  // x comes from the kernel before
+  pdl_launch_dependents();
+  stage_rows<VEC>(xs, p.x, p.x_dt, p.T, (int)p.D, p.vec);
+  if (p.norm) {
+    __syncthreads();  // x staged
+    norm_staged<VEC>(xs, p, rank == 0 ? p.xn : nullptr);
+  }
+  cluster.sync();  // x staged, and every block of the cluster running before any remote write
   for (int e0 = rank * kWarps + warp; e0 < p.E; e0 += kRouterRows * stride) {
     float acc[kRouterRows][kGemvTokens] = {};
     router_dots<WT>(p, xs, e0, stride, acc);
@@ -775,9 +866,10 @@ __global__ void __launch_bounds__(kThreads) grouped_kernel(MoeParams p, Groups g
   }
 }
 
-// y[t, n] = sum over j (in order) of part[t*k + j, n]; NaN when an id of t is bad.
+// y[t, n] = sum over j (in order) of part[t*k + j, n] (+ res[t, n] when res);
+// NaN when an id of t is bad. k = 0: y = res + 0 (part is not read).
 __global__ void sum_slots_kernel(const float *part, const int32_t *ids, int k, int E, int64_t T,
-                                 int64_t H, float *y) {
+                                 int64_t H, const float *res, float *y) {
   CUDA_GRID_STRIDE(o, T * H) {
     const int64_t t = o / H, n = o - t * H;
     float v = 0.f;
@@ -785,7 +877,7 @@ __global__ void sum_slots_kernel(const float *part, const int32_t *ids, int k, i
       const int e = ids[t * k + j];
       v += e >= 0 && e < E ? part[(t * k + j) * H + n] : NAN;
     }
-    y[o] = v;
+    y[o] = res ? res[o] + v : v;
   }
 }
 
@@ -801,8 +893,7 @@ ingot_status launch_smem(K kern, dim3 grid, size_t smem, cudaStream_t s, const M
         cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), what);
     if (st) return st;
   }
-  kern<<<grid, kThreads, smem, s>>>(p);
-  return launch_status(what);
+  return cuda_check(launch_pdl(kern, grid, dim3(kThreads), smem, s, p), what);
 }
 
 // gate_up: a persistent grid (at most kPersistBlocks, each warp walks items);
@@ -886,8 +977,8 @@ ingot_status run_experts(bool gate, MoeParams p, const ingot_tensor *w, int64_t 
     }();
   }
   if (!st && !gate) {
-    sum_slots_kernel<<<grid_for((int64_t)p.T * H, kThreads), kThreads, 0, s>>>(part, p.ids, p.k,
-                                                                               p.E, p.T, H, y);
+    sum_slots_kernel<<<grid_for((int64_t)p.T * H, kThreads), kThreads, 0, s>>>(
+        part, p.ids, p.k, p.E, p.T, H, p.res, y);
     st = launch_status("moe_down sum kernel");
   }
   cuda_scratch_free(dev, scratch, s);
@@ -908,8 +999,17 @@ ingot_status route_linear(const RouterParams &p, int dev, cudaStream_t s) {
           "moe_route_linear kernel");
       if (st) return st;
     }
-    kern<<<kCluster, kThreads, smem, s>>>(p);
-    return launch_status("moe_route_linear kernel");
+    return cuda_check(launch_pdl(kern, dim3(kCluster), dim3(kThreads), smem, s, p),
+                      "moe_route_linear kernel");
+  }
+  if (p.norm) {  // xn first, then the plain path over it
+    norm_rows_kernel<<<(unsigned)p.T, kThreads, 0, s>>>(static_cast<const float *>(p.x), p.norm,
+                                                        p.eps, p.D, p.xn);
+    ingot_status st = launch_status("moe_route_linear norm kernel");
+    if (st) return st;
+    RouterParams q = p;
+    q.x = p.xn, q.x_dt = INGOT_F32, q.norm = NULL, q.xn = NULL;
+    return route_linear<WT>(q, dev, s);
   }
   const int64_t n = (int64_t)p.T * p.E;
   float *logits = (float *)cuda_scratch_alloc(dev, (size_t)n * sizeof(float), s);
@@ -954,6 +1054,11 @@ ingot_status k_route(ingot_op_args *a) {
     p.vec =
         (p.D * (int64_t)ingot_dtype_size(ingot_dtype_of(R))) % 16 == 0 && (uintptr_t)p.w % 16 == 0;
     p.wout = w, p.ids = ids;
+    if (a->nin > 2 && a->in[2]) {
+      p.norm = (const float *)ingot_tensor_data(a->in[2]);
+      p.eps = (float)a->farg[0];
+      p.xn = (float *)ingot_tensor_data(a->out[2]);
+    }
     switch (ingot_dtype_of(R)) {
       case INGOT_F32:
         return route_linear<float>(p, dev, s);
@@ -1026,14 +1131,20 @@ ingot_status k_gate_up(ingot_op_args *a) {
 ingot_status k_down(ingot_op_args *a) {
   MoeParams p = params(a->in[0], a->in[1], a->in[2], a->in[4], a->out[0]);
   p.wt = (const float *)ingot_tensor_data(a->in[3]);
+  p.res = a->nin > 5 && a->in[5] ? (const float *)ingot_tensor_data(a->in[5]) : NULL;
   if ((int64_t)p.T * p.rows == 0) return INGOT_OK;
-  if (p.k == 0 || p.cols == 0) {  // empty sums: zeros
+  if (p.k == 0 || p.cols == 0) {  // empty sums: zeros (plus res)
     const int dev = ingot_device_of(a->out[0]).index;
     ingot_status st = cuda_use_device(dev);
-    return st ? st
-              : cuda_check(cudaMemsetAsync(p.out, 0, (size_t)p.T * p.rows * sizeof(float),
-                                           cuda_current_stream(dev)),
-                           "cudaMemsetAsync");
+    if (st) return st;
+    cudaStream_t s = cuda_current_stream(dev);
+    if (!p.res)
+      return cuda_check(cudaMemsetAsync(p.out, 0, (size_t)p.T * p.rows * sizeof(float), s),
+                        "cudaMemsetAsync");
+    // k = 0: the sum kernel reads no part and gives res + 0 (the CPU's bits)
+    sum_slots_kernel<<<grid_for((int64_t)p.T * p.rows, kThreads), kThreads, 0, s>>>(
+        NULL, p.ids, 0, p.E, p.T, p.rows, p.res, p.out);
+    return launch_status("moe_down sum kernel");
   }
   ingot_status st = check_sizes("moe_down", a->in[2], a->in[1]);
   return st ? st : run_experts(false, p, a->in[1], p.rows, (int64_t)p.T * p.k);

@@ -9,6 +9,7 @@
  *   work between streams with events (ingot_stream_wait_event/stream).
  * - Scratch memory comes from the caching allocator on the kernel's stream,
  *   so a block freed on s is reused by later work on s with no host sync. */
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 
 #include "allocator.h"
@@ -179,6 +180,13 @@ static ingot_status rt_copy_to_host_async(int index, void *dst, const void *src,
                   "cudaMemcpyAsync");
 }
 
+static ingot_status rt_profiler_range(int index, bool start) {
+  ingot_status st = set_dev(index);
+  if (st) return st;
+  return start ? cuda_check(cudaProfilerStart(), "cudaProfilerStart")
+               : cuda_check(cudaProfilerStop(), "cudaProfilerStop");
+}
+
 const ingot_runtime_ops cuda_runtime_ops = {
     .stream_create = rt_stream_create,
     .stream_destroy = rt_stream_destroy,
@@ -204,4 +212,5 @@ const ingot_runtime_ops cuda_runtime_ops = {
     .graph_replay = cuda_graph_replay,
     .graph_destroy = cuda_graph_destroy,
     .copy_to_host_async = rt_copy_to_host_async,
+    .profiler_range = rt_profiler_range,
 };

@@ -237,8 +237,7 @@ static ingot_tensor *layers_forward(ingot_model *m, const ingot_tensor *ids,
     }
     x = dev_linear_ex(ingot_view(att, 2, (int64_t[]){T, nh * hd}), &L->wo, NULL, 0, x);
     if (L->sparse) {
-      ingot_tensor *xb = ingot_rms_norm(x, L->ffn_norm, eps);
-      x = ingot_add(x, dev_moe_forward(&L->moe, c, xb));
+      x = dev_moe_forward(&L->moe, c, x, L->ffn_norm, eps);
     } else {
       x = mlp_forward(c, L, x);
     }

@@ -60,9 +60,10 @@ ingot_tensor *dev_linear(const ingot_tensor *x, const dev_weight *w);
 bool dev_moe_init(const struct moe_weights *w, const ingot_model_config *c, int layer,
                   ingot_device dev, dev_moe *out);
 void dev_moe_free(dev_moe *m);
-/* The sparse MLP of xb [T, dim] (normed, f32): f32 [T, dim], in the caller's scope. */
-ingot_tensor *dev_moe_forward(const dev_moe *m, const ingot_model_config *c,
-                              const ingot_tensor *xb);
+/* x + the sparse MLP of rms_norm(x, norm, eps) (x [T, dim] f32, the
+ * residual stream): f32 [T, dim], in the caller's scope. */
+ingot_tensor *dev_moe_forward(const dev_moe *m, const ingot_model_config *c, const ingot_tensor *x,
+                              const ingot_tensor *norm, double eps);
 /* m->devm with its layer slots, KV caches, RoPE frequencies (m->inv_freq),
  * logits and step tensors on dev; no weights yet. */
 bool dev_model_alloc(struct ingot_model *m, ingot_device dev);

@@ -108,25 +108,37 @@ static ingot_tensor *router_rows(const dev_weight *w) {
   return tensor_view_as_dtype(w->t, (ingot_dtype)dt); /* uint8 [E, row bytes] as [E, dim] */
 }
 
-/* Inside the caller's scope: every temporary, route's outputs included, goes there. */
-ingot_tensor *dev_moe_forward(const dev_moe *m, const ingot_model_config *c,
-                              const ingot_tensor *xb) {
-  ingot_tensor *weights = NULL, *ids = NULL, *rows = NULL;
+/* x + the block of rms_norm(x, norm, eps). Inside the caller's scope: every
+ * temporary, route's outputs included, goes there. */
+ingot_tensor *dev_moe_forward(const dev_moe *m, const ingot_model_config *c, const ingot_tensor *x,
+                              const ingot_tensor *norm, double eps) {
+  ingot_tensor *weights = NULL, *ids = NULL, *rows = NULL, *xb = NULL;
   int k = c->n_experts_used;
   bool renorm = c->norm_topk_prob;
   /* The router takes the f32 activations, as the raw path: top-k is a discrete
-   * choice. At decode a float router goes with the routing in one op (one
-   * kernel on CUDA); else the linear, then the routing. */
-  if (ingot_shape(xb)[0] <= 8 && (rows = router_rows(&m->router))) {
+   * choice. At decode a float router goes with the norm and the routing in
+   * one op (one kernel on CUDA, which also gives the normed xb); else the
+   * norm, the linear, then the routing. */
+  bool decode = x && ingot_shape(x)[0] <= 8 && (rows = router_rows(&m->router));
+  if (decode && norm && ingot_dtype_of(x) == INGOT_F32 && ingot_dtype_of(norm) == INGOT_F32) {
+    if (ingot_moe_route_linear_norm(x, norm, eps, rows, k, renorm, &xb, &weights, &ids))
+      return NULL;
+  } else if (!(xb = ingot_rms_norm(x, norm, eps))) {
+    return NULL;
+  } else if (decode) {
     if (ingot_moe_route_linear(xb, rows, k, renorm, &weights, &ids)) return NULL;
   } else {
     ingot_tensor *logits = dev_linear(xb, &m->router);
     if (!logits || ingot_moe_route(logits, k, renorm, &weights, &ids)) return NULL;
   }
+  /* Without a shared expert the down pass adds the residual (no add launch). */
+  if (!m->has_shared)
+    return ingot_moe_experts_add(x, xb, m->gate_up, m->gate_up_scale, m->down, m->down_scale, ids,
+                                 weights);
   ingot_tensor *y =
       ingot_moe_experts(xb, m->gate_up, m->gate_up_scale, m->down, m->down_scale, ids, weights);
-  if (!y || !m->has_shared) return y;
+  if (!y) return NULL;
   ingot_tensor *sh =
       dev_linear(ingot_swiglu(dev_linear(xb, &m->sh_gate), dev_linear(xb, &m->sh_up)), &m->sh_down);
-  return ingot_add(y, ingot_mul(ingot_sigmoid(dev_linear(xb, &m->sh_router)), sh));
+  return ingot_add(x, ingot_add(y, ingot_mul(ingot_sigmoid(dev_linear(xb, &m->sh_router)), sh)));
 }

@@ -249,6 +249,12 @@ static void test_copy_to_host_async_cpu(void) {
   ingot_release(src);
 }
 
+/* The profiler range is a no-op on the CPU. */
+static void test_profiler_range_cpu(void) {
+  CHECK_EQ_INT(ingot_profiler_range(INGOT_CPU, true), INGOT_OK);
+  CHECK_EQ_INT(ingot_profiler_range(INGOT_CPU, false), INGOT_OK);
+}
+
 int main(void) {
   live0 = ingot_live_tensors();
   test_messages();
@@ -258,6 +264,7 @@ int main(void) {
   test_devices();
   test_thread_local_errors();
   test_copy_to_host_async_cpu();
+  test_profiler_range_cpu();
   CHECK_NO_LEAK();
   return test_report();
 }

@@ -527,6 +527,18 @@ static void test_graph_vocab_ops(void) {
   }
 }
 
+/* The profiler range: start/stop succeed with no profiler attached (CUDA then
+ * ignores them); work queued inside the range runs as ever. */
+static void test_profiler_range(void) {
+  CHECK_EQ_INT(ingot_profiler_range(G, true), INGOT_OK);
+  ingot_tensor *t = ingot_full(1, (int64_t[]){4}, 2.0, INGOT_F32, G);
+  float host[4] = {0};
+  CHECK(t && ingot_to_host(t, host, sizeof host) == INGOT_OK && host[3] == 2.0f);
+  CHECK_EQ_INT(ingot_profiler_range(G, false), INGOT_OK);
+  CHECK_EQ_INT(ingot_profiler_range(ingot_cuda(99), true) != INGOT_OK, 1);
+  ingot_release(t);
+}
+
 int main(void) {
   if (ingot_device_count(INGOT_DEVICE_CUDA) == 0) {
     printf("skipped: no CUDA device\n");
@@ -543,6 +555,7 @@ int main(void) {
   test_graph_vocab_ops();
   test_pinned();
   test_copy_to_host_async();
+  test_profiler_range();
   CHECK_EQ_INT(ingot_live_tensors(), live0);
   CHECK_EQ_INT(ingot_synchronize(G), INGOT_OK);
   ingot_memory_stats s = stats();

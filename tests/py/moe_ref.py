@@ -6,13 +6,15 @@ import ctypes
 import ml_dtypes
 import numpy as np
 
-from ingot_ctypes import B, I, OUT, P, sig
+from ingot_ctypes import B, D, I, OUT, P, sig
 
 sig("ingot_moe_route", I, P, ctypes.c_int, B, OUT, OUT)
 sig("ingot_moe_gate_up", P, P, P, P, P)
 sig("ingot_moe_down", P, P, P, P, P, P)
 sig("ingot_moe_route_linear", I, P, P, ctypes.c_int, B, OUT, OUT)
+sig("ingot_moe_route_linear_norm", I, P, P, D, P, ctypes.c_int, B, OUT, OUT, OUT)
 sig("ingot_moe_experts", P, P, P, P, P, P, P, P)
+sig("ingot_moe_experts_add", P, P, P, P, P, P, P, P, P)
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F8 = np.dtype(ml_dtypes.float8_e4m3fn)

@@ -99,6 +99,38 @@ def test_route_linear(xdt, rdt, E, k, D, T):
          tol=(2e-5, 1e-7))
 
 
+@pytest.mark.parametrize("rdt", [F32, BF16], ids=lambda d: NAMES[d])
+@pytest.mark.parametrize("E,k,D", [(8, 2, 64), (128, 8, 2048), (200, 37, 37), (1100, 8, 96)])
+@pytest.mark.parametrize("T", [1, 3, 8, 9, 40])
+def test_route_linear_norm(rdt, E, k, D, T):
+    # The norm in the router cluster (T <= 8, E <= 1024: staged rows normalised in
+    # shared memory, block 0 writes xn; D 37: the plain staged layout) or the norm
+    # kernel before the fallback. xn: f32 norm with the sum of squares in another
+    # order (rtol 1e-6); ids equal; weights rtol 2e-5.
+    x = (RNG.standard_normal((T, D)) * 3).astype(np.float32)
+    norm = RNG.uniform(0.5, 1.5, D).astype(np.float32)
+    router = (RNG.standard_normal((E, D)) * (3 / D ** 0.5)).astype(rdt)
+    for renorm in (True, False):
+        diff("ingot_moe_route_linear_norm", tensor(x), tensor(norm), 1e-6, tensor(router), k,
+             renorm, OUT_SLOT, OUT_SLOT, OUT_SLOT, tol=(2e-5, 1e-6))
+    diff("ingot_moe_route_linear_norm", transposed(x), tensor(norm), 1e-6, transposed(router), k,
+         True, OUT_SLOT, OUT_SLOT, OUT_SLOT, tol=(2e-5, 1e-6))
+
+
+def test_route_linear_norm_special_values():
+    # A NaN in x makes its whole row NaN (the sum of squares), an infinity likewise
+    # (inf * 0 in the norm): the same NaN logits and choices as the CPU.
+    T, E, k, D = 4, 16, 4, 32
+    x = RNG.standard_normal((T, D)).astype(np.float32)
+    x[1, 3] = np.nan
+    x[2, 0] = np.inf
+    x[3] = 0.0  # all zeros: inv = 1/sqrt(eps), xn = 0
+    norm = RNG.uniform(0.5, 1.5, D).astype(np.float32)
+    router = (RNG.standard_normal((E, D)) / 8).astype(np.float32)
+    diff("ingot_moe_route_linear_norm", tensor(x), tensor(norm), 1e-6, tensor(router), k, True,
+         OUT_SLOT, OUT_SLOT, OUT_SLOT, tol=(2e-5, 1e-7))
+
+
 def test_route_linear_special_values():
     # NaN and infinite inputs make NaN / +-inf logits: the same choices as the CPU.
     T, E, k, D = 4, 16, 4, 32
@@ -254,6 +286,34 @@ def test_experts(wdt, T, E, k, K, NI):
          tensor(wts), tol=tol(k * max(K, NI), k))
 
 
+@pytest.mark.parametrize("wdt", [BF16, F8], ids=lambda d: NAMES[d])
+@pytest.mark.parametrize("T", [1, 3, 8, 9, 40])
+def test_experts_add(wdt, T):
+    # The residual added in the down GEMV's epilogue (T <= 8) or the sum kernel (T > 8);
+    # special values in res (NaN, +-inf, -0) go through the one addition.
+    E, k, K, NI = 16, 4, 256, 64
+    x = RNG.standard_normal((T, K)).astype(BF16)
+    wgu, sgu = rand_weights(RNG, E, 2 * NI, K, wdt)
+    wd, sd = rand_weights(RNG, E, K, NI, wdt)
+    ids = rand_ids(RNG, T, k, E)
+    wts = RNG.uniform(0, 1, (T, k)).astype(np.float32)
+    res = (RNG.standard_normal((T, K)) * 4).astype(np.float32)
+    res[0, :4] = [np.nan, np.inf, -np.inf, -0.0]
+    diff("ingot_moe_experts_add", tensor(res), tensor(x), tensor(wgu), opt(sgu), tensor(wd),
+         opt(sd), tensor(ids), tensor(wts), tol=tol(k * K, 4 * k))
+
+
+def test_experts_add_qwen3_30b_a3b_t1():
+    E, k, K, NI = 128, 8, 2048, 768
+    x = RNG.standard_normal((1, K)).astype(BF16)
+    wgu, wd, sgu, sd = qwen3_expert_weights(BF16, E, K, NI)
+    ids = rand_ids(RNG, 1, k, E)
+    wts = RNG.dirichlet(np.ones(k), 1).astype(np.float32)
+    res = RNG.standard_normal((1, K)).astype(BF16)
+    diff("ingot_moe_experts_add", tensor(res), tensor(x), tensor(wgu), opt(sgu), tensor(wd),
+         opt(sd), tensor(ids), tensor(wts), tol=tol(k * NI, k))
+
+
 @pytest.mark.parametrize("prefetch", ["1", "0"])
 def test_experts_without_the_hint(prefetch, monkeypatch):
     # INGOT_MOE_PREFETCH=0 drops the down-row hint: the same numbers either way.
@@ -388,6 +448,57 @@ def test_fused_layer_graph_capture_and_replay():
         np.testing.assert_allclose(to_numpy(y), to_numpy(cpu), *tol(k * K, k))
 
     check_graph_replays(layer, tuple(to_device(tensor(a)) for a in (wg, wgu, wd)), dx, K,
+                        cpu_check)
+
+
+def norm_layer(xt, nw, g, gu, d, k):
+    """x + experts(rms_norm(x)) as forward_moe.c runs it at decode: the norm in
+    the router (route_linear_norm), the residual in down (experts_add)."""
+    xn, ws, ids = out_ptr(), out_ptr(), out_ptr()
+    call("ingot_moe_route_linear_norm", xt, nw, 1e-6, g, k, True, xn, ws, ids)
+    xn, weights, ids = take(xn), take(ws), take(ids)
+    return call("ingot_moe_experts_add", xt, xn, gu, None, d, None, ids, weights), ids
+
+
+def test_fused_norm_layers_back_to_back():
+    # Three layers queued with no host wait between them: each router reads the x
+    # the down kernel before it wrote, each down the xn its router wrote (PDL
+    # launches: a kernel that read early would see stale rows). Against the CPU.
+    E, k, K, NI, L = 32, 4, 256, 64, 3
+    layers = []
+    for _ in range(L):
+        wg = (RNG.standard_normal((E, K)) / 16).astype(BF16)
+        wgu, _ = rand_weights(RNG, E, 2 * NI, K, BF16)
+        wd, _ = rand_weights(RNG, E, K, NI, BF16)
+        nw = RNG.uniform(0.5, 1.5, K).astype(np.float32)
+        layers.append((nw, wg, wgu, wd))
+    for T in (1, 3, 12):
+        x = RNG.standard_normal((T, K)).astype(np.float32)
+        xc, xd, ids_c, ids_d = tensor(x), to_device(tensor(x)), [], []
+        for nw, wg, wgu, wd in layers:
+            xc, ic = norm_layer(xc, tensor(nw), tensor(wg), tensor(wgu), tensor(wd), k)
+            xd, idd = norm_layer(xd, *[to_device(tensor(a)) for a in (nw, wg, wgu, wd)], k)
+            ids_c.append(ic)
+            ids_d.append(idd)
+        for ic, idd in zip(ids_c, ids_d):
+            np.testing.assert_array_equal(to_numpy(idd), to_numpy(ic))
+        np.testing.assert_allclose(to_numpy(xd), to_numpy(xc), *tol(k * K, L * k))
+
+
+def test_fused_norm_layer_graph_capture_and_replay():
+    # route_linear_norm + experts_add captured in a graph with their PDL edges.
+    k, K, (wg, wgu, wd), _ = graph_layer_case()
+    nw = RNG.uniform(0.5, 1.5, K).astype(np.float32)
+    dx = to_device(tensor(RNG.standard_normal((1, K)).astype(np.float32)))
+
+    def layer(xt, n, g, gu, d):
+        return norm_layer(xt, n, g, gu, d, k)[0]
+
+    def cpu_check(y, xn):
+        cpu = layer(tensor(xn.astype(np.float32)), *[tensor(a) for a in (nw, wg, wgu, wd)])
+        np.testing.assert_allclose(to_numpy(y), to_numpy(cpu), *tol(k * K, k))
+
+    check_graph_replays(layer, tuple(to_device(tensor(a)) for a in (nw, wg, wgu, wd)), dx, K,
                         cpu_check)
 
 

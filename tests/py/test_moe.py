@@ -105,6 +105,57 @@ def test_route_linear(xdt, rdt, E, k, D, T):
     np.testing.assert_array_equal(to_numpy(ids2), rids)
 
 
+def route_linear_norm(x_t, norm_t, eps, router_t, k, renorm):
+    xn, ws, ids = out_ptr(), out_ptr(), out_ptr()
+    call("ingot_moe_route_linear_norm", x_t, norm_t, eps, router_t, k, renorm, xn, ws, ids)
+    return take(xn), take(ws), take(ids)
+
+
+@pytest.mark.parametrize("rdt", [F32, BF16], ids=lambda d: NAMES[d])
+@pytest.mark.parametrize("E,k,D", [(8, 2, 64), (128, 8, 96), (20, 20, 37)])
+@pytest.mark.parametrize("T", [1, 9])
+def test_route_linear_norm(rdt, E, k, D, T):
+    # xn = rms_norm(x) with ingot_rms_norm's bits; the routing of xn . router^T.
+    x = (RNG.standard_normal((T, D)) * 3).astype(np.float32)
+    norm = RNG.uniform(0.5, 1.5, D).astype(np.float32)
+    router = (RNG.standard_normal((E, D)) * (3 / D ** 0.5)).astype(rdt)
+    eps = 1e-6
+    xn, w, ids = route_linear_norm(tensor(x), tensor(norm), eps, tensor(router), k, True)
+    want = to_numpy(call("ingot_rms_norm", tensor(x), tensor(norm), eps))
+    np.testing.assert_array_equal(to_numpy(xn), want)
+    x64 = x.astype(np.float64)
+    rn = x64 / np.sqrt((x64 ** 2).mean(1, keepdims=True) + eps) * norm
+    np.testing.assert_allclose(to_numpy(xn), rn, rtol=1e-5, atol=1e-6)
+    rw, rids = route_ref(rn @ router.astype(np.float64).T, k, True)
+    np.testing.assert_array_equal(to_numpy(ids), rids)
+    np.testing.assert_allclose(to_numpy(w), rw, rtol=2e-5, atol=1e-7)
+    w2, ids2 = route_linear(tensor(want), tensor(router), k, True)
+    np.testing.assert_array_equal(to_numpy(ids2), to_numpy(ids))
+    np.testing.assert_array_equal(to_numpy(w2), to_numpy(w))
+
+
+def test_route_linear_norm_errors():
+    x = tensor(np.zeros((2, 16), np.float32))
+    n = tensor(np.ones(16, np.float32))
+    r = tensor(np.zeros((8, 16), BF16))
+    f = "ingot_moe_route_linear_norm"
+    o = lambda: (out_ptr(), out_ptr(), out_ptr())
+    route_linear_norm(x, n, 1e-6, r, 2, True)  # the valid call the others vary
+    raises("moe_route_linear_norm: x must be float32 and norm float32 \\[16\\]", f,
+           tensor(np.zeros((2, 16), BF16)), n, 1e-6, r, 2, True, *o())
+    raises("moe_route_linear_norm: x must be float32 and norm float32 \\[16\\]", f, x,
+           tensor(np.ones(15, np.float32)), 1e-6, r, 2, True, *o())
+    raises("moe_route_linear_norm: x must be float32 and norm float32 \\[16\\]", f, x,
+           tensor(np.ones(16, BF16)), 1e-6, r, 2, True, *o())
+    raises("moe_route_linear_norm: k \\(9\\) must be in \\[1, 8\\]", f, x, n, 1e-6, r, 9,
+           True, *o())
+    raises("moe_route_linear_norm: x has D = 16 but router rows have 12", f, x, n, 1e-6,
+           tensor(np.zeros((8, 12), BF16)), 2, True, *o())
+    raises("moe_route_linear_norm: NULL output pointer", f, x, n, 1e-6, r, 2, True, None, None,
+           None)
+    raises("NULL", f, x, None, 1e-6, r, 2, True, *o())
+
+
 def test_route_linear_errors():
     x = tensor(np.zeros((2, 16), np.float32))
     r = tensor(np.zeros((8, 16), BF16))
@@ -236,6 +287,43 @@ def test_experts(wdt, T):
     np.testing.assert_array_equal(to_numpy(y), to_numpy(y2))
     ry = down_ref(gate_up_ref(x, wgu, sgu, ids), wd, sd, ids, wts)
     np.testing.assert_allclose(to_numpy(y), ry, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("rdt", [F32, BF16], ids=lambda d: NAMES[d])
+@pytest.mark.parametrize("T", [1, 9])
+def test_experts_add(rdt, T):
+    # res + experts: the residual added by the down pass, the bits of ingot_add(res, y);
+    # special values in res pass through the one addition.
+    E, k, K, NI = 8, 3, 48, 24
+    x = RNG.standard_normal((T, K)).astype(BF16)
+    wgu, sgu = rand_weights(RNG, E, 2 * NI, K, BF16)
+    wd, sd = rand_weights(RNG, E, K, NI, BF16)
+    ids = rand_ids(RNG, T, k, E)
+    wts = RNG.uniform(0, 1, (T, k)).astype(np.float32)
+    res = (RNG.standard_normal((T, K)) * 4).astype(rdt)
+    res[0, :4] = [np.nan, np.inf, -np.inf, -0.0]
+    y = call("ingot_moe_experts_add", tensor(res), tensor(x), tensor(wgu), None, tensor(wd), None,
+             tensor(ids), tensor(wts))
+    y0 = to_numpy(call("ingot_moe_experts", tensor(x), tensor(wgu), None, tensor(wd), None,
+                       tensor(ids), tensor(wts)))
+    np.testing.assert_array_equal(to_numpy(y), res.astype(np.float32) + y0)
+    ry = res.astype(np.float64) + down_ref(gate_up_ref(x, wgu, None, ids), wd, None, ids, wts)
+    np.testing.assert_allclose(to_numpy(y), ry, rtol=1e-4, atol=1e-4)
+
+
+def test_experts_add_errors():
+    x = tensor(np.zeros((2, 16), np.float32))
+    wgu = tensor(np.zeros((4, 8, 16), BF16))
+    wd = tensor(np.zeros((4, 16, 4), BF16))
+    ids = tensor(np.zeros((2, 2), np.int32))
+    wts = tensor(np.ones((2, 2), np.float32))
+    e = "ingot_moe_experts_add"
+    call(e, tensor(np.zeros((2, 16), np.float32)), x, wgu, None, wd, None, ids, wts)
+    raises("moe_experts_add: NULL res", e, None, x, wgu, None, wd, None, ids, wts)
+    for bad in (np.zeros((2, 15), np.float32), np.zeros((32,), np.float32),
+                np.zeros((2, 16), np.int32)):
+        raises("moe_down: res must be float32, bfloat16 or float16 \\[2, 16\\]", e,
+               tensor(bad), x, wgu, None, wd, None, ids, wts)
 
 
 def test_experts_errors():
