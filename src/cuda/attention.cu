@@ -26,6 +26,7 @@
 #include <math.h>
 
 #include "cuda_common.cuh"
+#define PDL_FAMILY "attn"  // INGOT_NO_PDL=attn turns this file's PDL off
 #include "pdl.cuh"
 
 namespace cg = cooperative_groups;

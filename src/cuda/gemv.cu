@@ -56,6 +56,7 @@
 
 #include "cuda_common.cuh"
 #include "gemv.cuh"
+#define PDL_FAMILY "gemv"  // INGOT_NO_PDL=gemv turns this file's PDL off
 #include "pdl.cuh"
 #include "weight_chunk.cuh"
 

@@ -54,6 +54,7 @@
 #include <math.h>
 
 #include "cuda_common.cuh"
+#define PDL_FAMILY "moe"  // INGOT_NO_PDL=moe turns this file's PDL off
 #include "pdl.cuh"
 #include "weight_chunk.cuh"
 

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "cuda_common.cuh"
+#define PDL_FAMILY "nn"  // INGOT_NO_PDL=nn turns this file's PDL off
 #include "pdl.cuh"
 #include "swiglu.cuh"
 

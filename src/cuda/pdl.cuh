@@ -12,12 +12,13 @@
 //    kernel's own wait would then not cover the predecessor;
 //  - only immutable data (weights) is touched before pdl_wait().
 // pdl_launch_dependents() lets the next kernel's blocks launch early; without
-// it they launch as this grid's blocks retire. INGOT_NO_PDL=1 launches
+// it they launch as this grid's blocks retire. INGOT_NO_PDL (below) launches
 // normally (same results; for A/B measurement and debugging).
 #pragma once
 
 #include <cuda_runtime.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <utility>
 
@@ -33,7 +34,14 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #endif
 }
 
-// Whether launches use PDL: sm_90+ and INGOT_NO_PDL unset (read once).
+// The kernel family of the including file (its PDL_FAMILY, defined before
+// the include): INGOT_NO_PDL=1 turns PDL off everywhere, a comma-separated
+// list of families (attn, gemv, moe, nn, qgemv, sample) only for those.
+#ifndef PDL_FAMILY
+#define PDL_FAMILY "other"
+#endif
+
+// Whether this file's launches use PDL: sm_90+ and not turned off (read once).
 static inline bool pdl_enabled() {
   static int on = -1;
   if (on < 0) {
@@ -41,7 +49,14 @@ static inline bool pdl_enabled() {
     int dev = 0, major = 0;
     cudaGetDevice(&dev);
     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    on = major >= 9 && !(e && *e && *e != '0');
+    bool off = false;
+    if (e && *e && strcmp(e, "0") != 0) {
+      off = !strcmp(e, "1");
+      const size_t n = strlen(PDL_FAMILY);
+      for (const char *p = e; !off && (p = strstr(p, PDL_FAMILY)); p += n)
+        off = (p == e || p[-1] == ',') && (p[n] == ',' || p[n] == 0);
+    }
+    on = major >= 9 && !off;
   }
   return on;
 }

@@ -45,6 +45,7 @@
 #include "cuda_common.cuh"
 #include "ggml_blocks.cuh"
 #include "gemv.cuh"
+#define PDL_FAMILY "qgemv"  // INGOT_NO_PDL=qgemv turns this file's PDL off
 #include "pdl.cuh"
 #include "ingot/nn.h"
 #include "ingot/ops.h"

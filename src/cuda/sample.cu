@@ -26,6 +26,7 @@
 
 #include "../core/philox.h"
 #include "cuda_common.cuh"
+#define PDL_FAMILY "sample"  // INGOT_NO_PDL=sample turns this file's PDL off
 #include "pdl.cuh"
 
 namespace {
