@@ -36,26 +36,34 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 
 // The kernel family of the including file (its PDL_FAMILY, defined before
 // the include): INGOT_NO_PDL=1 turns PDL off everywhere, a comma-separated
-// list of families (attn, gemv, moe, nn, qgemv, sample) only for those.
+// list of families (attn, gemv, moe, nn, qgemv, sample) only for those. A
+// file that measured slower with PDL also defines PDL_DEFAULT_OFF: its
+// launches are plain unless INGOT_PDL lists its family.
 #ifndef PDL_FAMILY
 #define PDL_FAMILY "other"
 #endif
+#ifndef PDL_DEFAULT_OFF
+#define PDL_DEFAULT_OFF 0
+#endif
 
-// Whether this file's launches use PDL: sm_90+ and not turned off (read once).
+// Whether the comma-separated list e names this file's family.
+static inline bool pdl_listed(const char *e) {
+  const size_t n = strlen(PDL_FAMILY);
+  for (const char *p = e; p && (p = strstr(p, PDL_FAMILY)); p += n)
+    if ((p == e || p[-1] == ',') && (p[n] == ',' || p[n] == 0)) return true;
+  return false;
+}
+
+// Whether this file's launches use PDL: sm_90+ and on for its family (read once).
 static inline bool pdl_enabled() {
   static int on = -1;
   if (on < 0) {
-    const char *e = getenv("INGOT_NO_PDL");
+    const char *no = getenv("INGOT_NO_PDL"), *yes = getenv("INGOT_PDL");
     int dev = 0, major = 0;
     cudaGetDevice(&dev);
     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    bool off = false;
-    if (e && *e && strcmp(e, "0") != 0) {
-      off = !strcmp(e, "1");
-      const size_t n = strlen(PDL_FAMILY);
-      for (const char *p = e; !off && (p = strstr(p, PDL_FAMILY)); p += n)
-        off = (p == e || p[-1] == ',') && (p[n] == ',' || p[n] == 0);
-    }
+    bool off = PDL_DEFAULT_OFF ? !(yes && pdl_listed(yes)) : false;
+    if (no && *no && strcmp(no, "0") != 0) off = off || !strcmp(no, "1") || pdl_listed(no);
     on = major >= 9 && !off;
   }
   return on;
