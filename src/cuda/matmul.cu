@@ -113,6 +113,22 @@ struct LtGemm {
   cudaDataType_t bias_type = CUDA_R_32F;
 };
 
+// The single "D^T = A^T B" product with f32 compute and scales that
+// scaled_mm and the bf16 prefill GEMM share (Lt's A op T, B op N, batch 1);
+// the caller sets the matrices.
+const float kOne = 1.0f, kZero = 0.0f;
+LtGemm lt_tn_f32() {
+  LtGemm g;
+  g.compute = CUBLAS_COMPUTE_32F;
+  g.scale_type = CUDA_R_32F;
+  g.alpha = &kOne;
+  g.beta = &kZero;
+  g.opa = CUBLAS_OP_T;
+  g.opb = CUBLAS_OP_N;
+  g.batch = 1;
+  return g;
+}
+
 uint32_t align_of(const void *p, int64_t bstride_bytes, int batch) {
   uintptr_t v = (uintptr_t)p;
   if (batch > 1) v |= (uintptr_t)bstride_bytes;
@@ -650,22 +666,14 @@ ingot_status k_scaled_mm(ingot_op_args *a) {
   }
   const bool ae = ingot_dtype_of(A) == INGOT_F8E4M3FN, be = ingot_dtype_of(Bm) == INGOT_F8E4M3FN;
   const int64_t lda = m > 1 ? ingot_strides(A)[0] : k, ldb = n > 1 ? ingot_strides(Bm)[1] : k;
-  const float one = 1.0f, zero = 0.0f;
   // D^T[n, m] = b^T · a^T: Lt's A is b stored [k, n] (ld ldb), op T; Lt's B is a stored
   // [k, m] (ld lda), op N; D is column-major [n, m] = our row-major [m, n].
-  LtGemm g;
-  g.compute = CUBLAS_COMPUTE_32F;
-  g.scale_type = CUDA_R_32F;
-  g.alpha = &one;
-  g.beta = &zero;
-  g.opa = CUBLAS_OP_T;
-  g.opb = CUBLAS_OP_N;
+  LtGemm g = lt_tn_f32();
   g.A = {ingot_tensor_data(Bm), be ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2, (uint64_t)k, (uint64_t)n,
          ldb, 0};
   g.B = {ingot_tensor_data(A), ae ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2, (uint64_t)k, (uint64_t)m,
          lda, 0};
   g.D = {po, lt_out_type(odt), (uint64_t)n, (uint64_t)m, n, 0};
-  g.batch = 1;
   g.a_scale = sb;  // Lt's A is our b
   g.b_scale = sa;
   g.outer_vec = rowwise;
@@ -722,18 +730,10 @@ ingot_status k_scaled_mm(ingot_op_args *a) {
 extern "C" ingot_status cuda_gemm_bf16_nt(int dev, cudaStream_t s, const void *x, const void *w,
                                           float *y, int64_t m, int64_t n, int64_t k,
                                           bool *declined) {
-  const float one = 1.0f, zero = 0.0f;
-  LtGemm g;
-  g.compute = CUBLAS_COMPUTE_32F;
-  g.scale_type = CUDA_R_32F;
-  g.alpha = &one;
-  g.beta = &zero;
-  g.opa = CUBLAS_OP_T;
-  g.opb = CUBLAS_OP_N;
+  LtGemm g = lt_tn_f32();
   g.A = {w, CUDA_R_16BF, (uint64_t)k, (uint64_t)n, k, 0};
   g.B = {x, CUDA_R_16BF, (uint64_t)k, (uint64_t)m, k, 0};
   g.D = {y, CUDA_R_32F, (uint64_t)n, (uint64_t)m, n, 0};
-  g.batch = 1;
   return lt_run(dev, s, g, declined);
 }
 
