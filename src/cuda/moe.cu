@@ -729,6 +729,181 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
              p.ids + warp * p.k);
 }
 
+// ---- the split router (default; INGOT_MOE_OLD=1: router_route_kernel) ----
+// The old kernel's time went to serial steps before any weight byte moved:
+// ids of the weights only after x was staged and normalised (a warp-serial
+// sum of squares, int64 index maths) and a cluster barrier. Here each block
+// of the cluster owns a contiguous share of the router rows and issues its
+// first batch of 16-byte loads (all of them at the qwen shape: 16 rows x one
+// chunk a thread, 64 KB a block) BEFORE pdl_wait: the weights are immutable,
+// so their DRAM latency hides behind the kernel before. x is then staged,
+// the norm's sums of squares are block reductions, the normalised x is made
+// on the fly from the staged x (same rounding as RMS_NORM: (x * inv) * w),
+// and the block sums its rows' dots in shared memory before writing the
+// logits into block 0 (distributed shared memory).
+
+// Router rows of one load batch (one chunk a thread each): fewer when there
+// are more tokens, to bound the accumulators (rows x tokens) in registers.
+template <int NT>
+constexpr int split_rows() {
+  return NT == 1 ? 16 : NT == 2 ? 8 : 4;
+}
+
+// Batch b of a block's rows [e0, e1): row group b / steps (RB rows from
+// e0 + group * RB), chunk (b % steps) * kThreads + thread. Loads v[r] (zero
+// where past the rows or the chunks). vec only.
+template <class WT, int RB>
+__device__ __forceinline__ void split_load(const RouterParams &p, int e0, int e1, int64_t nch,
+                                           int64_t steps, int64_t b, uint4 (&v)[RB]) {
+  const int64_t g = b / steps, c = (b - g * steps) * kThreads + threadIdx.x;
+  const WT *w = static_cast<const WT *>(p.w);
+#pragma unroll
+  for (int r = 0; r < RB; r++) {
+    const int64_t e = e0 + g * RB + r;
+    v[r] = e < e1 && c < nch ? ld_stream(reinterpret_cast<const uint4 *>(w + e * p.D) + c)
+                             : make_uint4(0, 0, 0, 0);
+  }
+}
+
+// 1 / rms of each staged token row (any order of the row: a permutation of
+// it), as the RMS_NORM kernel: 1 / sqrtf(ss / D + eps). Every thread calls it.
+template <int NT>
+__device__ void staged_inv(const float *xs, const RouterParams &p, float *inv) {
+  __shared__ float part[kWarps][NT];
+  float ss[NT];
+#pragma unroll
+  for (int t = 0; t < NT; t++) {
+    ss[t] = 0.f;
+    if (t < p.T)
+      for (int64_t i = threadIdx.x; i < p.D; i += kThreads)
+        ss[t] = fmaf(xs[t * p.D + i], xs[t * p.D + i], ss[t]);
+  }
+  warp_sum<NT>(ss);
+  if (threadIdx.x % 32 == 0)
+#pragma unroll
+    for (int t = 0; t < NT; t++) part[threadIdx.x / 32][t] = ss[t];
+  __syncthreads();
+  if ((int)threadIdx.x < p.T) {
+    float s = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; w++) s += part[w][threadIdx.x];
+    inv[threadIdx.x] = 1.0f / sqrtf(s / (float)p.D + p.eps);
+  }
+  __syncthreads();
+}
+
+template <class WT, int NT>
+__global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
+    router_split_kernel(RouterParams p) {
+  constexpr int VEC = Wfmt<WT>::VEC, RB = split_rows<NT>();
+  extern __shared__ float4 smem4[];
+  float *xs = reinterpret_cast<float *>(smem4);  // [T][D]
+  float *lg = xs + p.T * p.D;                    // [T][E] (block 0's are used)
+  unsigned char *taken = reinterpret_cast<unsigned char *>(lg + p.T * p.E);  // [T][E]
+  __shared__ float red[kWarps][RB * NT];
+  __shared__ float inv[NT];
+  cg::cluster_group cluster = cg::this_cluster();
+  const int rank = (int)cluster.block_rank(), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float *lg0 = cluster.map_shared_rank(lg, 0);
+  const int rpb = (p.E + kCluster - 1) / kCluster, e0 = min(p.E, rank * rpb),
+            e1 = min(p.E, e0 + rpb);
+  const int64_t D = p.D, nch = p.vec ? D / VEC : D, steps = (nch + kThreads - 1) / kThreads;
+  const int64_t nb = (int64_t)((e1 - e0 + RB - 1) / RB) * steps;
+  uint4 v[RB];
+  if (p.vec) {  // weights only before pdl_wait
+    if (threadIdx.x == 0 && e1 > e0 && nb > 1)
+      prefetch_l2(static_cast<const WT *>(p.w) + (int64_t)e0 * D,
+                  (int64_t)(e1 - e0) * D * (int64_t)sizeof(WT));
+    if (nb > 0) split_load<WT, RB>(p, e0, e1, nch, steps, 0, v);
+  }
+  for (int i = threadIdx.x; i < p.T * p.E; i += kThreads) taken[i] = 0;
+  pdl_wait();  // x comes from the kernel before
+  pdl_launch_dependents();
+  stage_rows<VEC>(xs, p.x, p.x_dt, p.T, (int)D, p.vec);
+  __syncthreads();  // x staged
+  if (p.norm) {
+    staged_inv<NT>(xs, p, inv);
+    // xn, natural order, the cluster's blocks taking interleaved shares.
+    for (int i = rank * kThreads + threadIdx.x; i < p.T * (int)D; i += kCluster * kThreads) {
+      const int t = i / (int)D, kk = i - t * (int)D;
+      p.xn[i] = __fmul_rn(__fmul_rn(xs[t * D + sidx<VEC>(kk, nch, p.vec)], inv[t]), p.norm[kk]);
+    }
+  }
+  cluster.sync();  // every block of the cluster running before any remote write
+  float acc[RB][NT] = {};
+  for (int64_t b = 0; b < nb; b++) {
+    const int64_t g = b / steps, cs = b - g * steps, c = cs * kThreads + threadIdx.x;
+    if (cs == 0)
+#pragma unroll
+      for (int r = 0; r < RB; r++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) acc[r][t] = 0.f;
+    if (p.vec) {
+      if (b > 0) split_load<WT, RB>(p, e0, e1, nch, steps, b, v);
+      if (c < nch)
+#pragma unroll
+        for (int q = 0; q < VEC / 4; q++)
+#pragma unroll
+          for (int t = 0; t < NT; t++) {
+            if (t >= p.T) break;
+            float4 xv = *reinterpret_cast<const float4 *>(xs + t * D + (q * nch + c) * 4);
+            if (p.norm) {
+              const float *nw = p.norm + c * VEC + q * 4;  // scalar loads: any alignment
+              xv.x = __fmul_rn(__fmul_rn(xv.x, inv[t]), nw[0]);
+              xv.y = __fmul_rn(__fmul_rn(xv.y, inv[t]), nw[1]);
+              xv.z = __fmul_rn(__fmul_rn(xv.z, inv[t]), nw[2]);
+              xv.w = __fmul_rn(__fmul_rn(xv.w, inv[t]), nw[3]);
+            }
+#pragma unroll
+            for (int r = 0; r < RB; r++) {
+              float f[4];
+              Wfmt<WT>::piece(v[r], q, f);
+              acc[r][t] = fmaf(f[0], xv.x, acc[r][t]), acc[r][t] = fmaf(f[1], xv.y, acc[r][t]);
+              acc[r][t] = fmaf(f[2], xv.z, acc[r][t]), acc[r][t] = fmaf(f[3], xv.w, acc[r][t]);
+            }
+          }
+    } else if (c < nch) {  // scalar: chunk c is element c
+      const WT *w = static_cast<const WT *>(p.w);
+#pragma unroll
+      for (int r = 0; r < RB; r++) {
+        const int64_t e = e0 + g * RB + r;
+        if (e >= e1) break;
+        const float wv = to_acc(w[e * D + c]);
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+          if (t >= p.T) break;
+          float xv = xs[t * D + c];
+          if (p.norm) xv = __fmul_rn(__fmul_rn(xv, inv[t]), p.norm[c]);
+          acc[r][t] = fmaf(wv, xv, acc[r][t]);
+        }
+      }
+    }
+    if (cs != steps - 1) continue;
+      // The group's dots: warp sums, then the warps' partials in a fixed order.
+#pragma unroll
+    for (int r = 0; r < RB; r++) warp_sum<NT>(acc[r]);
+    if (lane == 0)
+#pragma unroll
+      for (int r = 0; r < RB; r++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) red[warp][r * NT + t] = acc[r][t];
+    __syncthreads();
+    if ((int)threadIdx.x < RB * NT) {
+      const int r = threadIdx.x / NT, t = threadIdx.x % NT;
+      const int64_t e = e0 + g * RB + r;
+      float s = 0.f;
+#pragma unroll
+      for (int w = 0; w < kWarps; w++) s += red[w][threadIdx.x];
+      if (t < p.T && e < e1) lg0[t * p.E + e] = s;
+    }
+    __syncthreads();  // red is reused by the next group
+  }
+  cluster.sync();  // every logit written and visible to block 0
+  if (rank != 0 || warp >= p.T) return;
+  route_warp(lg + warp * p.E, taken + warp * p.E, p.E, p.k, p.renorm, p.wout + warp * p.k,
+             p.ids + warp * p.k);
+}
+
 // Any T or E: a warp per (token, expert) logit into logits [T, E] f32; the
 // route kernel follows.
 template <class WT>
@@ -886,6 +1061,13 @@ __global__ void sum_slots_kernel(const float *part, const int32_t *ids, int k, i
 
 int pow2_tokens(int T) { return T <= 1 ? 1 : T <= 2 ? 2 : T <= 4 ? 4 : 8; }
 
+// INGOT_MOE_OLD=1: the previous decode kernels (router_route_kernel), kept
+// until both are measured on the H200. Read at every call (tests switch it).
+bool moe_old() {
+  const char *e = getenv("INGOT_MOE_OLD");
+  return e && *e && strcmp(e, "0") != 0;
+}
+
 template <class K>
 ingot_status launch_smem(K kern, dim3 grid, size_t smem, cudaStream_t s, const MoeParams &p,
                          const char *what) {
@@ -993,7 +1175,20 @@ template <class WT>
 ingot_status route_linear(const RouterParams &p, int dev, cudaStream_t s) {
   const size_t smem = (size_t)p.T * (size_t)p.D * sizeof(float) + (size_t)p.T * p.E * 5;
   if (p.T <= kGemvTokens && p.E <= kClusterMaxE && smem <= kGemvSmem) {
-    auto kern = router_route_kernel<WT>;
+    void (*kern)(RouterParams) = router_route_kernel<WT>;
+    if (!moe_old()) switch (pow2_tokens(p.T)) {
+        case 1:
+          kern = router_split_kernel<WT, 1>;
+          break;
+        case 2:
+          kern = router_split_kernel<WT, 2>;
+          break;
+        case 4:
+          kern = router_split_kernel<WT, 4>;
+          break;
+        default:
+          kern = router_split_kernel<WT, 8>;
+      }
     if (smem > 48 * 1024) {
       ingot_status st = cuda_check(
           cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
