@@ -6,10 +6,14 @@
 //   rounds of a warp arg-max (NaN largest, ties to the lower id), a warp sum
 //   of expf(x - max) in a fixed order, lanes write the weights.
 // ROUTE with the router (ingot_moe_route_linear), T <= 8, E <= 1024: one
-//   cluster of 8 blocks; each stages x and dots its share of router rows,
-//   the logits go to block 0's shared memory (distributed shared memory),
-//   and after the cluster barrier block 0's warp t routes token t. Larger:
-//   a logits kernel (a warp per logit) into scratch, then the route kernel.
+//   cluster of 8 blocks; each owns a contiguous share of the router rows,
+//   loads its first batch of them before pdl_wait (weights only), stages x,
+//   sums its rows' dots over the block, and writes the logits to block 0's
+//   shared memory (distributed shared memory); after the cluster barrier
+//   block 0's warp t routes token t (router_split_kernel; INGOT_MOE_OLD=1:
+//   router_route_kernel, warps striding over the rows after the staging and
+//   a cluster barrier). Larger: a logits kernel (a warp per logit) into
+//   scratch, then the route kernel.
 // GATE_UP / DOWN for T <= 8 (decode): expert GEMV kernels that read only the
 //   chosen experts' rows with 16-byte streaming loads and f32 accumulation;
 //   an expert chosen by several tokens is read once and applied to all of
@@ -46,8 +50,10 @@
 //   before it (their rows depend on the ids), so they only wait. Each grid is
 //   one wave, so every block lets the next kernel launch right after its wait.
 // ROUTE with a norm (ingot_moe_route_linear_norm): the cluster's blocks each
-//   normalise their staged x in shared memory (block 0 writes it out as xn
-//   for the expert kernels); the fallback normalises into xn first.
+//   reduce the staged x's sums of squares and normalise on the fly as they
+//   dot (the old kernel: in shared memory first); the blocks write xn (for
+//   the expert kernels) in interleaved shares. The fallback normalises into
+//   xn first.
 // Out-of-range ids never read out of bounds: their h rows (gate_up) or their
 // token's y row (down) are NaN.
 #include <cooperative_groups.h>

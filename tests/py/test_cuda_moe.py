@@ -16,7 +16,11 @@ rows shorter than a warp's stride (I 40); ingot_moe_experts (gate_up with the
 down weight as L2 prefetch hint, with and without 16-byte expert sizes, bad
 ids); ingot_moe_route_linear (the router cluster kernel for T <= 8 and
 E <= 1024, the logits kernel + route otherwise, strided operands, special
-values) and the fused layer (route_linear + experts) in a graph.
+values) and the fused layer (route_linear + experts) in a graph. Every test
+runs twice: on the current decode kernels (the split router) and with
+INGOT_MOE_OLD=1 (the previous router cluster kernel), until both are measured;
+the split router's batching (several chunk steps and row groups, blocks
+without rows, uneven splits) in test_route_linear_split_batches.
 
 Tolerances: ids must be equal (both devices select by the f32 logits, no
 arithmetic). Routing weights rtol 1e-5 (expf and the sum order differ).
