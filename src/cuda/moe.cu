@@ -88,6 +88,36 @@ __device__ __forceinline__ bool route_better(float a, int ia, float b, int ib) {
   return a > b || (a == b && ia < ib);
 }
 
+// The softmax weights of a warp's k choices (id[0..k) written, all lanes
+// alike; first = id[0], mine = id[lane] kept in registers): expf(x - max) over
+// the E logits rs summed in a fixed order, renormalised over the k if asked.
+__device__ void route_weights(const float *rs, int E, int k, bool renorm, int first, int mine,
+                              float *w, const int32_t *id) {
+  const int lane = threadIdx.x % 32;
+  const float m = rs[first];
+  float s = 0.f;
+  for (int e = lane; e < E; e += 32) s += expf(rs[e] - m);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  // Weight `lane` stays in a register; choices past 32 (k > 32) go through w.
+  float ks = 0.f, wl = 0.f;
+  for (int j = lane; j < k; j += 32) {
+    const float v = expf(rs[j == lane ? mine : id[j]] - m) / s;
+    ks += v;
+    if (j == lane)
+      wl = v;
+    else
+      w[j] = v;
+  }
+  if (renorm)
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ks += __shfl_xor_sync(0xffffffffu, ks, o);
+  for (int j = lane; j < k; j += 32) {
+    const float v = j == lane ? wl : w[j];
+    w[j] = renorm ? v / ks : v;
+  }
+}
+
 // One warp routes one token: rs = its E logits as f32 and taken = E zero
 // flags, both in shared memory and visible to the warp; w, id its k outputs.
 __device__ void route_warp(const float *rs, unsigned char *taken, int E, int k, bool renorm,
@@ -111,28 +141,45 @@ __device__ void route_warp(const float *rs, unsigned char *taken, int E, int k, 
     if (lane == 0) taken[bi] = 1, id[j] = bi;
     __syncwarp();
   }
-  const float m = rs[first];
-  float s = 0.f;
-  for (int e = lane; e < E; e += 32) s += expf(rs[e] - m);
+  route_weights(rs, E, k, renorm, first, mine, w, id);
+}
+
+// route_better as one integer order: (value's order, then the lower id) in a
+// 64-bit key; NaN above +inf, -0 equal to +0; 0 < key < ~0 (0: none, ~0:
+// above every key). Checked against route_better on NaN / inf / +-0 / ties.
+__device__ __forceinline__ unsigned long long route_key(float v, int e) {
+  const uint32_t b = v == 0.f ? 0u : __float_as_uint(v);
+  const uint32_t ord = isnan(v) ? 0xffffffffu : b >> 31 ? ~b : b | 0x80000000u;
+  return (unsigned long long)ord << 32 | (0xfffffffeu - (uint32_t)e);
+}
+
+// route_warp with keys: the keys are distinct, so round j's choice is the
+// largest key below round j-1's (no taken flags), one 64-bit max a step.
+// The same choices as route_warp (the split router's; the old kernels keep
+// route_warp until both are measured).
+__device__ void route_warp_keys(const float *rs, int E, int k, bool renorm, float *w, int32_t *id) {
+  const int lane = threadIdx.x % 32;
+  int first = 0, mine = 0;
+  unsigned long long prev = ~0ull;
+  for (int j = 0; j < k; j++) {
+    unsigned long long best = 0;
+    for (int e = lane; e < E; e += 32) {
+      const unsigned long long key = route_key(rs[e], e);
+      if (key < prev && key > best) best = key;
+    }
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-  // Weight `lane` stays in a register; choices past 32 (k > 32) go through w.
-  float ks = 0.f, wl = 0.f;
-  for (int j = lane; j < k; j += 32) {
-    const float v = expf(rs[j == lane ? mine : id[j]] - m) / s;
-    ks += v;
-    if (j == lane)
-      wl = v;
-    else
-      w[j] = v;
+    for (int o = 16; o > 0; o >>= 1) {
+      const unsigned long long other = __shfl_xor_sync(0xffffffffu, best, o);
+      if (other > best) best = other;
+    }
+    const int bi = (int)(0xfffffffeu - (uint32_t)best);
+    prev = best;
+    if (j == 0) first = bi;
+    if (j == lane) mine = bi;
+    if (lane == 0) id[j] = bi;
   }
-  if (renorm)
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) ks += __shfl_xor_sync(0xffffffffu, ks, o);
-  for (int j = lane; j < k; j += 32) {
-    const float v = j == lane ? wl : w[j];
-    w[j] = renorm ? v / ks : v;
-  }
+  __syncwarp();  // id visible to the warp (route_weights reads choices past 32)
+  route_weights(rs, E, k, renorm, first, mine, w, id);
 }
 
 // A warp per token (blocks of one warp: no barriers, E limited only by shared memory).
@@ -805,7 +852,6 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
   extern __shared__ float4 smem4[];
   float *xs = reinterpret_cast<float *>(smem4);  // [T][D]
   float *lg = xs + p.T * p.D;                    // [T][E] (block 0's are used)
-  unsigned char *taken = reinterpret_cast<unsigned char *>(lg + p.T * p.E);  // [T][E]
   __shared__ float red[kWarps][RB * NT];
   __shared__ float inv[NT];
   cg::cluster_group cluster = cg::this_cluster();
@@ -822,7 +868,6 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
                   (int64_t)(e1 - e0) * D * (int64_t)sizeof(WT));
     if (nb > 0) split_load<WT, RB>(p, e0, e1, nch, steps, 0, v);
   }
-  for (int i = threadIdx.x; i < p.T * p.E; i += kThreads) taken[i] = 0;
   pdl_wait();  // x comes from the kernel before
   pdl_launch_dependents();
   stage_rows<VEC>(xs, p.x, p.x_dt, p.T, (int)D, p.vec);
@@ -906,8 +951,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
   }
   cluster.sync();  // every logit written and visible to block 0
   if (rank != 0 || warp >= p.T) return;
-  route_warp(lg + warp * p.E, taken + warp * p.E, p.E, p.k, p.renorm, p.wout + warp * p.k,
-             p.ids + warp * p.k);
+  route_warp_keys(lg + warp * p.E, p.E, p.k, p.renorm, p.wout + warp * p.k, p.ids + warp * p.k);
 }
 
 // Any T or E: a warp per (token, expert) logit into logits [T, E] f32; the
