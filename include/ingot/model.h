@@ -157,6 +157,12 @@ int32_t ingot_sample(const ingot_sample_options *o, float *logits, int64_t vocab
  * [1, 1024] (greedy has no limit). */
 ingot_tensor *ingot_sample_tokens(const ingot_tensor *logits, const ingot_sample_options *o,
                                   ingot_tensor *hist, ingot_tensor *step);
+/* ingot_sample_tokens, and in the same launch: tok (int64 or int32 [1]; may
+ * be NULL) = the token and pos (int32 [1]; may be NULL) += 1, a decode
+ * step's bookkeeping (next token id, next position) without launches of its own. */
+ingot_tensor *ingot_sample_tokens_into(const ingot_tensor *logits, const ingot_sample_options *o,
+                                       ingot_tensor *hist, ingot_tensor *step, ingot_tensor *tok,
+                                       ingot_tensor *pos);
 
 /* ---- generation ---- */
 typedef struct ingot_generate_options {

@@ -17,7 +17,8 @@
 // as the CPU's total order), a bitonic sort by (logit desc, id asc), softmax
 // in double and the top-p cut summed serially in the CPU's order, and the
 // same Philox draw (seed, step).
-// Finally the token is written, hist[step % W] = token and step += 1.
+// Finally the token is written, hist[step % W] = token and step += 1 (and,
+// from ingot_sample_tokens_into, tok = token and pos += 1).
 // Both kernels launch with PDL (pdl.cuh) and wait before their first read.
 // Sampling with temperature handles at most kMaxCand candidates (top_k, or
 // V when top_k is off).
@@ -70,6 +71,9 @@ struct Params {
   int64_t *step;
   int32_t *hist;  // may be NULL
   int32_t *out;
+  void *tok;     // may be NULL: also gets the token (int64 when tok64, else int32)
+  int32_t *pos;  // may be NULL: incremented
+  bool tok64;
   int V, W, top_k, kb;
   float temp, top_p, penalty;
   uint64_t seed;
@@ -278,6 +282,9 @@ __device__ void finish(const Params &P, int token) {
     *P.out = token;
     if (P.hist) P.hist[(uint64_t)st % (uint64_t)P.W] = token;
     *P.step = st + 1;
+    if (P.tok && P.tok64) *(int64_t *)P.tok = token;
+    if (P.tok && !P.tok64) *(int32_t *)P.tok = token;
+    if (P.pos) *P.pos += 1;
   }
 }
 
@@ -361,7 +368,10 @@ ingot_status k_sample_tokens(ingot_op_args *a) {
                            K, P.top_k, P.V, kMaxCand, kMaxCand);
   P.logits = (const float *)ingot_tensor_data(a->in[0]);
   P.step = (int64_t *)ingot_tensor_data(a->in[1]);
-  P.hist = a->nin > 2 ? (int32_t *)ingot_tensor_data(a->in[2]) : nullptr;
+  P.hist = a->nin > 2 && a->in[2] ? (int32_t *)ingot_tensor_data(a->in[2]) : nullptr;
+  P.tok = a->nin > 3 && a->in[3] ? ingot_tensor_data(a->in[3]) : nullptr;
+  P.tok64 = P.tok && ingot_dtype_of(a->in[3]) == INGOT_I64;
+  P.pos = a->nin > 4 && a->in[4] ? (int32_t *)ingot_tensor_data(a->in[4]) : nullptr;
   P.W = P.hist ? (int)ingot_numel(a->in[2]) : 0;
   P.out = (int32_t *)ingot_tensor_data(out);
   P.work = P.cand_l = nullptr;
