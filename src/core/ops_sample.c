@@ -4,7 +4,8 @@
 #include "internal.h"
 
 /* SAMPLE_TOKENS: in[0] = logits float32 [V] (contiguous), in[1] = step int64
- * [1] (Philox counter; the kernel adds 1), in[2] = hist int32 [W] ring
+ * [1] or [2] (step[0]: the Philox counter, the kernel adds 1; step[1]: zero,
+ * scratch a kernel may use and leaves zero), in[2] = hist int32 [W] ring
  * (optional: nin 2 without it; the kernel writes the token at step % W);
  * farg[0] = temperature, farg[1] = top_p, farg[2] = repeat_penalty; iarg[0]
  * = top_k, iarg[1] = seed (bits); out[0] = int32 [1], the token. With nin 5
@@ -34,8 +35,9 @@ static ingot_tensor *sample_tokens(const ingot_tensor *logits, const ingot_sampl
   if (!(logits->ndim == 1 || (logits->ndim == 2 && logits->shape[0] == 1)) || v <= 0 ||
       v > INT32_MAX)
     return ingot_fail(INGOT_ERR_SHAPE, "sample_tokens: 'logits' must be [V] or [1, V], V > 0");
-  if (step->dtype != INGOT_I64 || ingot_numel(step) != 1 || !ingot_is_contiguous(step))
-    return ingot_fail(INGOT_ERR_DTYPE, "sample_tokens: 'step' must be one contiguous int64");
+  if (step->dtype != INGOT_I64 || (ingot_numel(step) != 1 && ingot_numel(step) != 2) ||
+      !ingot_is_contiguous(step))
+    return ingot_fail(INGOT_ERR_DTYPE, "sample_tokens: 'step' must be one or two contiguous int64");
   if (hist && (hist->dtype != INGOT_I32 || hist->ndim != 1 || hist->shape[0] <= 0 ||
                !ingot_is_contiguous(hist)))
     return ingot_fail(INGOT_ERR_DTYPE,

@@ -8,9 +8,10 @@
 //   shared memory with the penalty of its ring tokens, and writes its
 //   candidates (greedy: its argmax; else its top-k) to scratch; then
 //   __threadfence and an arrival ticket (a counter zeroed by a memset node
-//   before the launch): the last block to arrive merges the candidates and
-//   draws. Blocks own ascending id ranges, so "lowest id first" ties survive
-//   the merge (candidates are laid out in id order of equal keys).
+//   before the launch, or, when step is int64 [2], step[1]: zero between
+//   calls, reset by the last block, so no memset node): the last block to arrive merges the
+//   candidates and draws. Blocks own ascending id ranges, so "lowest id first" ties survive the
+//   merge (candidates are laid out in id order of equal keys).
 // Drawing: greedy is the argmax (first NaN, else the first maximum: the CPU's
 // rule); else logits / temperature (NaN -> -inf), the top-k candidates by
 // radix select on order-preserving keys (ties at the threshold: lowest ids,
@@ -336,8 +337,9 @@ __global__ void __launch_bounds__(kThreads) sample_many_kernel(Params P) {
   __syncthreads();
   if (threadIdx.x == 0) sh.last = atomicAdd(P.ticket, 1u) == (unsigned)(nb - 1);
   __syncthreads();
-  if (!sh.last) return;  // block-uniform
-  __threadfence();       // the other blocks' candidates (fenced before their arrival)
+  if (!sh.last) return;                 // block-uniform
+  if (threadIdx.x == 0) *P.ticket = 0;  // every block has arrived: ready for the next call
+  __threadfence();  // the other blocks' candidates (fenced before their arrival)
   CandSrc cs{P.cand_l, P.cand_i};
   if (greedy) {
     block_argmax(cs, nb, sh);
@@ -393,10 +395,13 @@ ingot_status k_sample_tokens(ingot_op_args *a) {
   size_t ncand = (size_t)nb * (size_t)P.kb;
   char *scratch = (char *)cuda_scratch_alloc(dev, 256 + ncand * (sizeof(float) + sizeof(int)), s);
   if (!scratch) return ingot_last_status();
-  P.ticket = (unsigned *)scratch;
+  // step [2]: the ticket is step[1] (zero between calls); else a memset node.
+  const bool own_ticket = ingot_numel(a->in[1]) == 2;
+  P.ticket = own_ticket ? (unsigned *)(P.step + 1) : (unsigned *)scratch;
   P.cand_l = (float *)(scratch + 256);
   P.cand_i = (int *)(P.cand_l + ncand);
-  st = cuda_check(cudaMemsetAsync(P.ticket, 0, sizeof(unsigned), s), "cudaMemsetAsync");
+  if (!own_ticket)
+    st = cuda_check(cudaMemsetAsync(P.ticket, 0, sizeof(unsigned), s), "cudaMemsetAsync");
   if (!st) {
     launch_pdl(sample_many_kernel, dim3(nb), dim3(kThreads), 0, s, P);
     st = launch_status("sample_tokens kernel");

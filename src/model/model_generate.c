@@ -28,7 +28,8 @@ typedef struct dev_sampler {
   ingot_tensor *step; /* int64 [1] */
   ingot_graph *graph; /* the captured decode step (NULL: eager) */
   bool use_graph;
-  bool fold; /* the sampler writes d->tok and advances d->pos (INGOT_SAMPLE_STEP_OLD=1: apart) */
+  bool fold; /* the sampler writes d->tok, advances d->pos and keeps its arrival counter in
+              * step[1] (INGOT_SAMPLE_STEP_OLD=1: copy, add and memset apart) */
   ingot_tensor *tok_host; /* pinned int32 [2]: tokens g and g + 1 in flight */
   ingot_event *ready[2];  /* recorded after the copy into tok_host[g % 2] */
 } dev_sampler;
@@ -94,7 +95,8 @@ static ingot_status dev_sampler_init(ingot_model *m, dev_sampler *s, const ingot
   for (int64_t j = 0; j < win && j < n; j++) ring[win - 1 - j] = prompt[n - 1 - j];
   s->hist = ingot_from_host(ring, 1, &win, INGOT_I32, m->devm->dev);
   free(ring);
-  s->step = ingot_zeros(1, (int64_t[]){1}, INGOT_I64, m->devm->dev);
+  /* step[1]: the sampler's arrival counter (no memset a step) with fold */
+  s->step = ingot_zeros(1, (int64_t[]){s->fold ? 2 : 1}, INGOT_I64, m->devm->dev);
   s->tok_host = ingot_empty_pinned(1, (int64_t[]){2}, INGOT_I32);
   for (int i = 0; i < 2; i++) s->ready[i] = ingot_event_create(m->devm->dev, false);
   return s->hist && s->step && s->tok_host && s->ready[0] && s->ready[1] ? INGOT_OK

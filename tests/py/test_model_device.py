@@ -231,6 +231,8 @@ def test_sample_tokens_errors():
         call("ingot_sample_tokens", tensor(rand(10).astype(np.float64)), ctypes.byref(o), None, st)
     with pytest.raises(IngotError, match="int64"):
         call("ingot_sample_tokens", lg, ctypes.byref(o), None, tensor(np.zeros(1, np.int32)))
+    with pytest.raises(IngotError, match="int64"):
+        call("ingot_sample_tokens", lg, ctypes.byref(o), None, tensor(np.zeros(3, np.int64)))
     with pytest.raises(IngotError, match="hist"):
         call("ingot_sample_tokens", lg, ctypes.byref(o), tensor(np.zeros(3, np.int64)), st)
     with pytest.raises(IngotError, match="V"):
@@ -267,6 +269,29 @@ def test_sample_tokens_into(dev, V):
                 assert int(to_numpy(pos)[0]) == 42
             np.testing.assert_array_equal(to_numpy(h), wring)
             assert int(to_numpy(st)[0]) == wstep
+
+
+@pytest.mark.parametrize("dev", [None, pytest.param(CUDA, marks=needs_cuda)],
+                         ids=["cpu", "cuda"])
+@pytest.mark.parametrize("V", [1000, 49152, 151936])
+def test_sample_tokens_step_pair(dev, V):
+    """step int64 [2] (step[1] = 0: CUDA's arrival counter, no memset):
+    consecutive calls on one step tensor give the tokens of step [1] calls
+    on the CPU, and step[1] is 0 after each."""
+    mv = (lambda a: to_device(tensor(a), dev)) if dev is not None else tensor
+    for kw in (dict(temperature=0.0), dict(temperature=0.9, top_k=64, top_p=0.95,
+                                           repeat_penalty=1.2)):
+        o = opts(seed=99, **kw)
+        ring = RNG.integers(-1, V, 32).astype(np.int32)
+        h, st = mv(ring), mv(np.array([3, 0], np.int64))
+        wring = ring.copy()
+        for i in range(4):
+            lg = special_logits(V)
+            want, wring, wstep = run_sampler(None, o, lg, wring, 3 + i)
+            got = call("ingot_sample_tokens", mv(lg), ctypes.byref(o), h, st)
+            assert int(to_numpy(got)[0]) == want, (kw, i)
+            np.testing.assert_array_equal(to_numpy(st), [wstep, 0])
+            np.testing.assert_array_equal(to_numpy(h), wring)
 
 
 def test_sample_tokens_into_errors():
