@@ -94,6 +94,23 @@ bool use_stream(int64_t n, int64_t rs) {
   return n * rs >= kStreamBytes && !(e && !strcmp(e, "1"));
 }
 
+// qgemv_stream_kernel<TYPE, STAGES> with the largest shared-memory carveout
+// asked for once (4 blocks of ~43 KB an SM: a hint, so its failure is
+// cleared and ignored).
+template <int TYPE, int STAGES, typename... Args>
+cudaError_t launch_stream(unsigned grid, size_t smem, cudaStream_t s, Args... args) {
+  static bool carved = false;
+  if (!carved) {
+    if (cudaFuncSetAttribute(qgemv_stream_kernel<TYPE, STAGES>,
+                             cudaFuncAttributePreferredSharedMemoryCarveout,
+                             cudaSharedmemCarveoutMaxShared) != cudaSuccess)
+      (void)cudaGetLastError();
+    carved = true;
+  }
+  return launch_pdl(qgemv_stream_kernel<TYPE, STAGES>, dim3(grid), dim3(kSmemMaxThreads), smem, s,
+                    args...);
+}
+
 // E = KERNEL<TYPE, R> launched with PDL (pdl.cuh), R = m rounded up to 1, 2,
 // 4 or 8.
 #define QGEMV_BY_M(E, m, KERNEL, GRID, THREADS, SMEM, S, ...)                           \
@@ -167,12 +184,11 @@ cudaError_t launch_gemv_smem_t(const uint8_t *w, int64_t rs, const float *x, int
       const unsigned g = (unsigned)blocks;
       *launched = true;
       return stages == kStreamMaxStages
-                 ? launch_pdl(qgemv_stream_kernel<TYPE, kStreamMaxStages>, dim3(g),
-                              dim3(kSmemMaxThreads), smem, s, w, rs, x, (int)k, n, y, res, norm,
-                              eps, lpr, (int)rw, (int)slot, xvec, glu)
-                 : launch_pdl(qgemv_stream_kernel<TYPE, 3>, dim3(g), dim3(kSmemMaxThreads), smem, s,
-                              w, rs, x, (int)k, n, y, res, norm, eps, lpr, (int)rw, (int)slot, xvec,
-                              glu);
+                 ? launch_stream<TYPE, kStreamMaxStages>(g, smem, s, w, rs, x, (int)k, n, y, res,
+                                                         norm, eps, lpr, (int)rw, (int)slot, xvec,
+                                                         glu)
+                 : launch_stream<TYPE, 3>(g, smem, s, w, rs, x, (int)k, n, y, res, norm, eps, lpr,
+                                          (int)rw, (int)slot, xvec, glu);
     }
   }
   // Small N: 2- or 1-warp blocks spread the few tasks over more SMs.

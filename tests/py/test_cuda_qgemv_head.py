@@ -35,9 +35,10 @@ def padded_weight(name, n, k, rng):
 
 @pytest.mark.parametrize("name,n,k", [("Q8_0", 49152, 576), ("Q4_1", 49152, 576),
                                       ("Q4_K", 12289, 1024), ("Q6_K", 20001, 768),
-                                      ("Q8_0", 40961, 608)])
+                                      ("Q8_0", 40961, 608), ("Q8_0", 2051, 2048)])
 def test_head_matches_cpu(path, name, n, k):
-    """x aligned and at an offset of one float (no float4 staging)."""
+    """x aligned and at an offset of one float (no float4 staging); Q8_0 at K =
+    2048: one row a task."""
     rng = np.random.default_rng(seed(name, n, k, "head2"))
     tid, wq, wd = padded_weight(name, n, k, rng)
     wabs = abs_deq(tid, wq, k)
