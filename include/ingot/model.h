@@ -150,13 +150,19 @@ int32_t ingot_sample(const ingot_sample_options *o, float *logits, int64_t vocab
 
 /* The same sampling as one op on logits' device (no host round trip): logits
  * float32 [V] (not modified); step int64 [1] picks the draw as ingot_sample's
- * step and is incremented on the device; hist (may be NULL: no penalty) is an
- * int32 ring [W] of the recent tokens (W replaces repeat_last_n; entries
- * outside [0, V) are empty), and the token is written at hist[step % W].
- * Returns int32 [1]. CUDA samples with temperature only when top_k is in
- * [1, 1024] (greedy has no limit). */
+ * step and is incremented on the device (int64 [2] with step[1] = 0: CUDA
+ * keeps its arrival counter there, no memset a call; it stays 0); hist (may be NULL: no penalty) is
+ * an int32 ring [W] of the recent tokens (W replaces repeat_last_n; entries outside [0, V) are
+ * empty), and the token is written at hist[step % W]. Returns int32 [1]. CUDA samples with
+ * temperature only when top_k is in [1, 1024] (greedy has no limit). */
 ingot_tensor *ingot_sample_tokens(const ingot_tensor *logits, const ingot_sample_options *o,
                                   ingot_tensor *hist, ingot_tensor *step);
+/* ingot_sample_tokens, and in the same launch: tok (int64 or int32 [1]; may
+ * be NULL) = the token and pos (int32 [1]; may be NULL) += 1, a decode
+ * step's bookkeeping (next token id, next position) without launches of its own. */
+ingot_tensor *ingot_sample_tokens_into(const ingot_tensor *logits, const ingot_sample_options *o,
+                                       ingot_tensor *hist, ingot_tensor *step, ingot_tensor *tok,
+                                       ingot_tensor *pos);
 
 /* ---- generation ---- */
 typedef struct ingot_generate_options {

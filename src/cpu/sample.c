@@ -1,6 +1,7 @@
 /* CPU kernel of sample_tokens (front: src/core/ops_sample.c): ingot_sample
  * itself on a copy of the logits, so the op and the host sampler agree by
- * construction; then the ring and the counter are advanced. */
+ * construction; then the ring and the counter are advanced (and, from
+ * ingot_sample_tokens_into, the token copied to tok and pos advanced). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,7 +10,8 @@
 static ingot_status k_sample_tokens(ingot_op_args *a) {
   int64_t v = ingot_numel(a->in[0]);
   int64_t *step = (int64_t *)ingot_tensor_data(a->in[1]);
-  int32_t *hist = a->nin > 2 ? (int32_t *)ingot_tensor_data(a->in[2]) : NULL;
+  int32_t *hist = a->nin > 2 && a->in[2] ? (int32_t *)ingot_tensor_data(a->in[2]) : NULL;
+  ingot_tensor *tok_out = a->nin > 3 ? a->in[3] : NULL, *pos = a->nin > 4 ? a->in[4] : NULL;
   int64_t w = hist ? ingot_numel(a->in[2]) : 0;
   ingot_sample_options o = {.temperature = (float)a->farg[0],
                             .top_k = (int)a->iarg[0],
@@ -28,6 +30,9 @@ static ingot_status k_sample_tokens(ingot_op_args *a) {
   *(int32_t *)ingot_tensor_data(a->out[0]) = tok;
   if (hist) hist[(uint64_t)*step % (uint64_t)w] = tok;
   *step += 1;
+  if (tok_out && ingot_dtype_of(tok_out) == INGOT_I64) *(int64_t *)ingot_tensor_data(tok_out) = tok;
+  if (tok_out && ingot_dtype_of(tok_out) == INGOT_I32) *(int32_t *)ingot_tensor_data(tok_out) = tok;
+  if (pos) *(int32_t *)ingot_tensor_data(pos) += 1;
   return INGOT_OK;
 }
 

@@ -8,16 +8,18 @@
 //   shared memory with the penalty of its ring tokens, and writes its
 //   candidates (greedy: its argmax; else its top-k) to scratch; then
 //   __threadfence and an arrival ticket (a counter zeroed by a memset node
-//   before the launch): the last block to arrive merges the candidates and
-//   draws. Blocks own ascending id ranges, so "lowest id first" ties survive
-//   the merge (candidates are laid out in id order of equal keys).
+//   before the launch, or, when step is int64 [2], step[1]: zero between
+//   calls, reset by the last block, so no memset node): the last block to arrive merges the
+//   candidates and draws. Blocks own ascending id ranges, so "lowest id first" ties survive the
+//   merge (candidates are laid out in id order of equal keys).
 // Drawing: greedy is the argmax (first NaN, else the first maximum: the CPU's
 // rule); else logits / temperature (NaN -> -inf), the top-k candidates by
 // radix select on order-preserving keys (ties at the threshold: lowest ids,
 // as the CPU's total order), a bitonic sort by (logit desc, id asc), softmax
 // in double and the top-p cut summed serially in the CPU's order, and the
 // same Philox draw (seed, step).
-// Finally the token is written, hist[step % W] = token and step += 1.
+// Finally the token is written, hist[step % W] = token and step += 1 (and,
+// from ingot_sample_tokens_into, tok = token and pos += 1).
 // Both kernels launch with PDL (pdl.cuh) and wait before their first read.
 // Sampling with temperature handles at most kMaxCand candidates (top_k, or
 // V when top_k is off).
@@ -70,6 +72,9 @@ struct Params {
   int64_t *step;
   int32_t *hist;  // may be NULL
   int32_t *out;
+  void *tok;     // may be NULL: also gets the token (int64 when tok64, else int32)
+  int32_t *pos;  // may be NULL: incremented
+  bool tok64;
   int V, W, top_k, kb;
   float temp, top_p, penalty;
   uint64_t seed;
@@ -278,6 +283,9 @@ __device__ void finish(const Params &P, int token) {
     *P.out = token;
     if (P.hist) P.hist[(uint64_t)st % (uint64_t)P.W] = token;
     *P.step = st + 1;
+    if (P.tok && P.tok64) *(int64_t *)P.tok = token;
+    if (P.tok && !P.tok64) *(int32_t *)P.tok = token;
+    if (P.pos) *P.pos += 1;
   }
 }
 
@@ -329,8 +337,9 @@ __global__ void __launch_bounds__(kThreads) sample_many_kernel(Params P) {
   __syncthreads();
   if (threadIdx.x == 0) sh.last = atomicAdd(P.ticket, 1u) == (unsigned)(nb - 1);
   __syncthreads();
-  if (!sh.last) return;  // block-uniform
-  __threadfence();       // the other blocks' candidates (fenced before their arrival)
+  if (!sh.last) return;                 // block-uniform
+  if (threadIdx.x == 0) *P.ticket = 0;  // every block has arrived: ready for the next call
+  __threadfence();  // the other blocks' candidates (fenced before their arrival)
   CandSrc cs{P.cand_l, P.cand_i};
   if (greedy) {
     block_argmax(cs, nb, sh);
@@ -361,7 +370,10 @@ ingot_status k_sample_tokens(ingot_op_args *a) {
                            K, P.top_k, P.V, kMaxCand, kMaxCand);
   P.logits = (const float *)ingot_tensor_data(a->in[0]);
   P.step = (int64_t *)ingot_tensor_data(a->in[1]);
-  P.hist = a->nin > 2 ? (int32_t *)ingot_tensor_data(a->in[2]) : nullptr;
+  P.hist = a->nin > 2 && a->in[2] ? (int32_t *)ingot_tensor_data(a->in[2]) : nullptr;
+  P.tok = a->nin > 3 && a->in[3] ? ingot_tensor_data(a->in[3]) : nullptr;
+  P.tok64 = P.tok && ingot_dtype_of(a->in[3]) == INGOT_I64;
+  P.pos = a->nin > 4 && a->in[4] ? (int32_t *)ingot_tensor_data(a->in[4]) : nullptr;
   P.W = P.hist ? (int)ingot_numel(a->in[2]) : 0;
   P.out = (int32_t *)ingot_tensor_data(out);
   P.work = P.cand_l = nullptr;
@@ -383,10 +395,13 @@ ingot_status k_sample_tokens(ingot_op_args *a) {
   size_t ncand = (size_t)nb * (size_t)P.kb;
   char *scratch = (char *)cuda_scratch_alloc(dev, 256 + ncand * (sizeof(float) + sizeof(int)), s);
   if (!scratch) return ingot_last_status();
-  P.ticket = (unsigned *)scratch;
+  // step [2]: the ticket is step[1] (zero between calls); else a memset node.
+  const bool own_ticket = ingot_numel(a->in[1]) == 2;
+  P.ticket = own_ticket ? (unsigned *)(P.step + 1) : (unsigned *)scratch;
   P.cand_l = (float *)(scratch + 256);
   P.cand_i = (int *)(P.cand_l + ncand);
-  st = cuda_check(cudaMemsetAsync(P.ticket, 0, sizeof(unsigned), s), "cudaMemsetAsync");
+  if (!own_ticket)
+    st = cuda_check(cudaMemsetAsync(P.ticket, 0, sizeof(unsigned), s), "cudaMemsetAsync");
   if (!st) {
     launch_pdl(sample_many_kernel, dim3(nb), dim3(kThreads), 0, s, P);
     st = launch_status("sample_tokens kernel");

@@ -25,6 +25,7 @@ sig("ingot_rope", P, P, P, P, B)
 sig("ingot_kv_cache_write", ctypes.c_int, P, P, P, P, P)
 sig("ingot_attention_cached", P, P, P, P, P, D)
 sig("ingot_sample_tokens", P, P, ctypes.POINTER(SampleOpts), P, P)
+sig("ingot_sample_tokens_into", P, P, ctypes.POINTER(SampleOpts), P, P, P, P)
 
 RNG = np.random.default_rng(1234)
 
@@ -230,12 +231,89 @@ def test_sample_tokens_errors():
         call("ingot_sample_tokens", tensor(rand(10).astype(np.float64)), ctypes.byref(o), None, st)
     with pytest.raises(IngotError, match="int64"):
         call("ingot_sample_tokens", lg, ctypes.byref(o), None, tensor(np.zeros(1, np.int32)))
+    with pytest.raises(IngotError, match="int64"):
+        call("ingot_sample_tokens", lg, ctypes.byref(o), None, tensor(np.zeros(3, np.int64)))
     with pytest.raises(IngotError, match="hist"):
         call("ingot_sample_tokens", lg, ctypes.byref(o), tensor(np.zeros(3, np.int64)), st)
     with pytest.raises(IngotError, match="V"):
         call("ingot_sample_tokens", tensor(rand(2, 5)), ctypes.byref(o), None, st)
     with pytest.raises(IngotError, match="NULL"):
         call("ingot_sample_tokens", lg, None, None, st)
+
+
+@pytest.mark.parametrize("dev", [None, pytest.param(CUDA, marks=needs_cuda)],
+                         ids=["cpu", "cuda"])
+@pytest.mark.parametrize("V", [1000, 49152])
+def test_sample_tokens_into(dev, V):
+    """The same token as ingot_sample_tokens, also written into tok (int64 or
+    int32), pos incremented, ring and step as before; tok and pos optional."""
+    mv = (lambda a: to_device(tensor(a), dev)) if dev is not None else tensor
+    for i, kw in enumerate((dict(temperature=0.0), dict(temperature=0.8, top_k=40, top_p=0.9,
+                                                         repeat_penalty=1.3))):
+        o = opts(seed=17 + i, **kw)
+        lg = special_logits(V)
+        ring = RNG.integers(-1, V, 16).astype(np.int32)
+        step = 5 + i
+        want, wring, wstep = run_sampler(dev, o, lg, ring, step)
+        for tdt, with_pos in ((np.int64, True), (np.int32, True), (np.int64, False),
+                              (None, True), (None, False)):
+            h, st = mv(ring), mv(np.array([step], np.int64))
+            tok = mv(np.array([-7], tdt)) if tdt else None
+            pos = mv(np.array([41], np.int32)) if with_pos else None
+            out = call("ingot_sample_tokens_into", mv(lg), ctypes.byref(o), h, st, tok, pos)
+            assert int(to_numpy(out)[0]) == want, (kw, tdt, with_pos)
+            if tok is not None:
+                t = to_numpy(tok)
+                assert t.dtype == tdt and int(t[0]) == want
+            if pos is not None:
+                assert int(to_numpy(pos)[0]) == 42
+            np.testing.assert_array_equal(to_numpy(h), wring)
+            assert int(to_numpy(st)[0]) == wstep
+
+
+@pytest.mark.parametrize("dev", [None, pytest.param(CUDA, marks=needs_cuda)],
+                         ids=["cpu", "cuda"])
+@pytest.mark.parametrize("V", [1000, 49152, 151936])
+def test_sample_tokens_step_pair(dev, V):
+    """step int64 [2] (step[1] = 0: CUDA's arrival counter, no memset):
+    consecutive calls on one step tensor give the tokens of step [1] calls
+    on the CPU, and step[1] is 0 after each."""
+    mv = (lambda a: to_device(tensor(a), dev)) if dev is not None else tensor
+    for kw in (dict(temperature=0.0), dict(temperature=0.9, top_k=64, top_p=0.95,
+                                           repeat_penalty=1.2)):
+        o = opts(seed=99, **kw)
+        ring = RNG.integers(-1, V, 32).astype(np.int32)
+        h, st = mv(ring), mv(np.array([3, 0], np.int64))
+        wring = ring.copy()
+        for i in range(4):
+            lg = special_logits(V)
+            want, wring, wstep = run_sampler(None, o, lg, wring, 3 + i)
+            got = call("ingot_sample_tokens", mv(lg), ctypes.byref(o), h, st)
+            assert int(to_numpy(got)[0]) == want, (kw, i)
+            np.testing.assert_array_equal(to_numpy(st), [wstep, 0])
+            np.testing.assert_array_equal(to_numpy(h), wring)
+
+
+def test_sample_tokens_into_errors():
+    lg, st = tensor(rand(10)), tensor(np.zeros(1, np.int64))
+    o = opts()
+    tok, pos = tensor(np.zeros(1, np.int64)), tensor(np.zeros(1, np.int32))
+    with pytest.raises(IngotError, match="'tok'"):
+        call("ingot_sample_tokens_into", lg, ctypes.byref(o), None, st,
+             tensor(np.zeros(1, np.float32)), pos)
+    with pytest.raises(IngotError, match="'tok'"):
+        call("ingot_sample_tokens_into", lg, ctypes.byref(o), None, st,
+             tensor(np.zeros(2, np.int64)), pos)
+    with pytest.raises(IngotError, match="'pos'"):
+        call("ingot_sample_tokens_into", lg, ctypes.byref(o), None, st, tok,
+             tensor(np.zeros(1, np.int64)))
+    # nothing written on an error
+    assert int(to_numpy(st)[0]) == 0 and int(to_numpy(tok)[0]) == 0
+    assert int(to_numpy(pos)[0]) == 0
+    if HAVE_CUDA:
+        with pytest.raises(IngotError, match="device"):
+            call("ingot_sample_tokens_into", lg, ctypes.byref(o), None, st, tok,
+                 to_device(pos, CUDA))
 
 
 # ---- CUDA vs CPU ----
@@ -774,6 +852,39 @@ def test_cuda_graph_on_and_off_agree(smol):
         graph = (generate(m, ids, 48), generate(m, ids, 48, **SAMPLED))
         assert graph == eager
         assert len(graph[0]) == 48
+    finally:
+        lib.ingot_model_free(m)
+
+
+def test_tensor_sample_step_old_agrees(smol):
+    """The decode step with the sampler writing the token and advancing the
+    position (ingot_sample_tokens_into) and with the old copy + add
+    (INGOT_SAMPLE_STEP_OLD=1): the same tokens, on the CPU tensor path."""
+    m = load(smol, "tensor")
+    try:
+        ids = tokenize(m, PROMPTS[0])
+        with EnvSet(INGOT_SAMPLE_STEP_OLD="1"):
+            old = (generate(m, ids, 12), generate(m, ids, 8, **SAMPLED))
+        new = (generate(m, ids, 12), generate(m, ids, 8, **SAMPLED))
+        assert new == old and len(new[0]) == 12
+    finally:
+        lib.ingot_model_free(m)
+
+
+@needs_cuda
+def test_cuda_sample_step_old_agrees(smol):
+    """As above on cuda:0, replayed from the graph and eagerly."""
+    m = load(smol, "cuda")
+    try:
+        ids = tokenize(m, PROMPTS[0])
+        runs = {}
+        for old in ("1", "0"):
+            with EnvSet(INGOT_SAMPLE_STEP_OLD=old):
+                with EnvSet(INGOT_NO_GRAPH="1"):
+                    eager = (generate(m, ids, 48), generate(m, ids, 48, **SAMPLED))
+                runs[old] = (eager, (generate(m, ids, 48), generate(m, ids, 48, **SAMPLED)))
+        assert runs["0"] == runs["1"]
+        assert runs["0"][0] == runs["0"][1] and len(runs["0"][0][0]) == 48
     finally:
         lib.ingot_model_free(m)
 
