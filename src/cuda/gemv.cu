@@ -637,6 +637,7 @@ __global__ void __launch_bounds__(kThreads, C *R <= 16 ? 2 : 1) gemvk_kernel(Gem
     }
     load_next(wv);
     if (cm.s0 + T >= nch) {  // tile done: reduce while the next units fly
+      const int64_t j0 = col0(cm.tile);
 #pragma unroll
       for (int cc = 0; cc < C; cc++)
 #pragma unroll
@@ -644,20 +645,28 @@ __global__ void __launch_bounds__(kThreads, C *R <= 16 ? 2 : 1) gemvk_kernel(Gem
           float v = acc[cc][r];
 #pragma unroll
           for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-          if (lane == cc * R + r) red[par][warp][cc * R + r] = v;
+          if (lane == cc * R + r) {
+            if (T > 32)
+              red[par][warp][cc * R + r] = v;
+            else if (r < p.rows && j0 + cc < m)  // a warp a group: no barrier
+              store_out(p, r, j0 + cc, v);
+          }
           acc[cc][r] = 0.f;
         }
-      // red[par] is rewritten two tiles later, after the next tile's barrier: one barrier a tile.
-      __syncthreads();
-      if (threadIdx.x < G * C * R) {
-        const int gi = threadIdx.x / (C * R), o = threadIdx.x % (C * R), cc = o / R, r = o % R;
-        const int wpg = T / 32;  // warps a group
-        float v = 0.f;
-        for (int wi = 0; wi < wpg; wi++) v += red[par][gi * wpg + wi][o];
-        const int64_t j = (cm.tile * G + gi) * C + cc;
-        if (r < p.rows && j < m) store_out(p, r, j, v);
+      if (T > 32) {
+        // red[par] is rewritten two tiles later, after the next tile's barrier: one
+        // barrier a tile.
+        __syncthreads();
+        if (threadIdx.x < G * C * R) {
+          const int gi = threadIdx.x / (C * R), o = threadIdx.x % (C * R), cc = o / R, r = o % R;
+          const int wpg = T / 32;  // warps a group
+          float v = 0.f;
+          for (int wi = 0; wi < wpg; wi++) v += red[par][gi * wpg + wi][o];
+          const int64_t j = (cm.tile * G + gi) * C + cc;
+          if (r < p.rows && j < m) store_out(p, r, j, v);
+        }
+        par ^= 1;
       }
-      par ^= 1;
     }
     cm.next(nch, T);
   };
@@ -824,11 +833,13 @@ ingot_status launch_kr(GemvParams &p, int dev, cudaStream_t s) {
   const int per_sm = occupancy(kern, dev, smem > 48 * 1024 ? smem : 48 * 1024, occ);
   // Threads a group: the row's chunks rounded up to a power of two in 32 .. 256, so
   // that short rows keep every thread loading.
+  // Many tiles (8 or more a resident warp) balance at a warp a tile: no barriers then.
+  const int64_t cap = (int64_t)sm_count(dev) * per_sm;
   int T = 32;
-  while (T < kThreads && T < p.nch) T *= 2;
+  if ((p.m + C - 1) / C < cap * kWarps * 8)
+    while (T < kThreads && T < p.nch) T *= 2;
   p.split = T;
   const int64_t tiles = ((p.m + C - 1) / C + kThreads / T - 1) / (kThreads / T);  // block tiles
-  const int64_t cap = (int64_t)sm_count(dev) * per_sm;
   const int64_t blocks = tiles < cap ? tiles : cap;  // tiles >= 1 (m > 0)
   return cuda_check(launch_pdl(kern, dim3((unsigned)blocks), dim3(kThreads), smem, s, p),
                     "gemvk kernel");

@@ -12,7 +12,7 @@ gemvk_kernel (default: W rows 16-byte aligned, k a whole number of 16-byte chunk
 and, with INGOT_GEMV_OLD=1, the kernels before it (gemv1/gemvx/gemv_kernel). The
 test_split_k_* cases aim at gemvk's edges: a row's chunks against the thread-group
 size (1, 33, 65, 257, 513 chunks: groups of 32-256 threads, one to three passes),
-fewer columns than a tile, strided X (generic staging), special values, and a
+fewer columns than a tile, many columns (a warp a tile), strided X (generic staging), special values, and a
 captured graph replayed on new X.
 
 Tolerances: inputs are small integers where the test wants exact sums
@@ -274,6 +274,18 @@ def k_of(dt, chunks):
 def test_split_k_shapes(dt, n, chunks, m):
     # m = 1, 3: fewer columns than a tile (4); 37, 1001: partial last tiles and groups.
     k = k_of(dt, chunks)
+    x = RNG.standard_normal((n, k)).astype(dt)
+    w = RNG.standard_normal((m, k)).astype(dt)
+    diff("ingot_matmul", tensor(x), wt_view(w), tol=tol(dt, k))
+
+
+@pytest.mark.parametrize("dt", [np.dtype(np.float32), BF16], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("n", [1, 8])
+@pytest.mark.parametrize("chunks", [33, 257])
+def test_split_k_many_columns(dt, n, chunks):
+    # m = 70001: over 8 tiles a resident warp, so a warp a tile (no block barrier),
+    # several passes of a warp over a 257-chunk row.
+    k, m = k_of(dt, chunks), 70001
     x = RNG.standard_normal((n, k)).astype(dt)
     w = RNG.standard_normal((m, k)).astype(dt)
     diff("ingot_matmul", tensor(x), wt_view(w), tol=tol(dt, k))
