@@ -4,7 +4,24 @@
 // kernel (in[1] = b column-major = the transpose view of row-major [N, K])
 // before cuBLASLt; see cuda_gemv_try below for what is claimed.
 //
-// Design (memory-bound: the m*k weight bytes dominate):
+// Default kernel (gemvk_kernel, split K): every weight type (f32/bf16/f16/f8), X of
+// any float dtype and strides, 1-8 rows R, when W rows are 16-byte aligned and k is a
+// whole number of 16-byte chunks (else the older kernels below). X is staged as float
+// in the interleaved layout below (f32 X of unit stride: float4 loads, optional fused
+// RMS norm as in gemvx; else scalar loads). A group of T threads (the row's chunks
+// rounded up to a power of two in 32..256; 32 when the tiles are many) owns a tile
+// of C = 4 columns and splits its k: thread t reads chunks t, t + T, ... of the 4
+// rows; each unit (one chunk of each column a thread) is issued a unit ahead of its
+// use (double buffer, 4-8 16-byte loads in flight a thread: 32-64 KB an SM at two
+// blocks, R <= 4; half at R = 8, one block of 166 registers), so
+// small m keeps every SM streaming: N = 2048 is 512 tiles over 264 blocks, where a
+// warp a column left a one-shot wave. The sum of a tile is deterministic: shuffles in
+// each warp, then the group's warps in order through shared memory (one barrier a
+// tile, two buffers). The grid is persistent (tiles round-robin), launched with PDL
+// like gemvx (W before pdl_wait only when immutable). INGOT_GEMV_OLD=1 (read every
+// call) takes the kernels below instead, until both are measured on the H200.
+//
+// Older kernels (memory-bound: the m*k weight bytes dominate):
 // - one kernel per (weight type, rows R in {1,2,4,8}); n rows are padded to R
 //   with zero rows in shared memory and the padding is never stored;
 // - X is staged once per block in shared memory as float, interleaved by
