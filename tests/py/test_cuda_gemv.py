@@ -12,8 +12,8 @@ gemvk_kernel (default: W rows 16-byte aligned, k a whole number of 16-byte chunk
 and, with INGOT_GEMV_OLD=1, the kernels before it (gemv1/gemvx/gemv_kernel). The
 test_split_k_* cases aim at gemvk's edges: a row's chunks against the thread-group
 size (1, 33, 65, 257, 513 chunks: groups of 32-256 threads, one to three passes),
-fewer columns than a tile, many columns (a warp a tile), strided X (generic staging), special values, and a
-captured graph replayed on new X.
+fewer columns than a tile, many columns (a warp a tile), strided X (generic
+staging), special values, and a captured graph replayed on new X.
 
 Tolerances: inputs are small integers where the test wants exact sums
 (every order of float accumulation gives the same f32 value, so the rounded
@@ -39,15 +39,10 @@ DTS = [np.dtype(np.float32), np.dtype(np.float16), BF16]
 RNG = np.random.default_rng(7)
 
 
-@pytest.fixture(autouse=True, params=["gemvk", "old"])
-def gemv_path(request, monkeypatch):
-    """Every test on the split-K kernel and on the old kernels (INGOT_GEMV_OLD=1,
-    read by the library on every call)."""
-    if request.param == "old":
-        monkeypatch.setenv("INGOT_GEMV_OLD", "1")
-    else:
-        monkeypatch.delenv("INGOT_GEMV_OLD", raising=False)
-    return request.param
+@pytest.fixture(autouse=True)
+def both_paths(gemv_path):
+    """Every test on the split-K kernel and on the old kernels (conftest.gemv_path)."""
+    return gemv_path
 
 
 def tol(dt, k):
@@ -343,4 +338,5 @@ def test_split_k_graph_capture(dt, n, chunks):
     got = to_numpy(call("ingot_matmul", to_device(tensor(x)), dw))
     want = to_numpy(call("ingot_matmul", tensor(x), wt_view(w)))
     rtol, atol = tol(dt, k)
-    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol)
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol,
+                               atol=atol)
