@@ -11,9 +11,10 @@
 // RMS norm as in gemvx; else scalar loads). A group of T threads (the row's chunks
 // rounded up to a power of two in 32..256; 32 when the tiles are many) owns a tile
 // of C = 4 columns and splits its k: thread t reads chunks t, t + T, ... of the 4
-// rows; each unit (one chunk of each column a thread) is issued a unit ahead of its
-// use (double buffer, 4-8 16-byte loads in flight a thread: 32-64 KB an SM at two
-// blocks, R <= 4; half at R = 8, one block of 166 registers), so
+// rows; each unit (one chunk of each column a thread) is issued NB units ahead of
+// its use (NB = 3 at R = 1: 8-12 16-byte loads in flight a thread, 64-96 KB an SM;
+// NB = 2: 4-8 loads, 32-64 KB an SM at R <= 4, half at R = 8: one block of 168
+// registers), so
 // small m keeps every SM streaming: N = 2048 is 512 tiles over 264 blocks, where a
 // warp a column left a one-shot wave. The sum of a tile is deterministic: shuffles in
 // each warp, then the group's warps in order through shared memory (one barrier a
@@ -580,14 +581,15 @@ struct Cursor {
 // Groups of T = p.split threads (32-256, the power of two nearest above the row's chunks)
 // split each C-column tile's k: thread t of a group multiplies chunks t, t + T, ... of
 // its C rows by the R staged rows of X (one unit = one chunk of each column a thread),
-// two units in flight (double buffer: the next unit is issued before the current is
-// used), then a deterministic reduction: shuffles in each warp, the group's warp sums
+// NB units in flight (3 at R = 1, else 2: the next units are issued before the current
+// is used), then a deterministic reduction: shuffles in each warp, the group's warp sums
 // in warp order through shared memory (two buffers: one barrier a tile). Block tiles
 // (the G = 256 / T group tiles side by side) go round-robin over a persistent grid;
 // every branch around a barrier is block-uniform.
 template <class WT, int R, int C>
 __global__ void __launch_bounds__(kThreads, C *R <= 16 ? 2 : 1) gemvk_kernel(GemvParams p) {
   constexpr int VEC = Wfmt<WT>::VEC;
+  constexpr int NB = R == 1 ? 3 : 2;  // units in flight (registers: R = 2 would pass 128)
   static_assert(C * R <= 32, "one lane per output of a tile");
   extern __shared__ float4 smem4[];
   float *xs = reinterpret_cast<float *>(smem4);
@@ -602,20 +604,24 @@ __global__ void __launch_bounds__(kThreads, C *R <= 16 ? 2 : 1) gemvk_kernel(Gem
   auto col0 = [&](int64_t bt) { return (bt * G + g) * C; };
 
   Cursor ld = {(int64_t)blockIdx.x, 0}, cm = ld;  // next unit to load, unit to compute
-  uint4 wa[C], wb[C];
-  auto load_next = [&](uint4(&wv)[C]) {  // zeros past the last tile
+  uint4 wa[C], wb[C], wc[C];                      // unit i in buffer i % NB (wc only when NB = 3)
+  auto load_next = [&](uint4(&wv)[C]) {           // zeros past the last tile
     load_unit<C>(wv, w, ldc, m, nch, col0(ld.tile), ld.s0 + t);
     ld.next(nch, T);
   };
-  if (p.w_early) {  // immutable W: the first two units fly while the kernel before drains
+  if (p.w_early) {  // immutable W: the first units fly while the kernel before drains
     load_next(wa), load_next(wb);
+    if (NB > 2) load_next(wc);
   } else if (threadIdx.x == 0) {  // only an L2 prefetch (see first_step_and_wait)
     const int64_t j0 = cm.tile * G * C, n = m - j0 < G * C ? m - j0 : G * C;
     if (n > 0) prefetch_l2(w + j0 * ldc, ((n - 1) * ldc + nch) * 16);  // to the last row's end
   }
   pdl_wait();
   pdl_launch_dependents();
-  if (!p.w_early) load_next(wa), load_next(wb);
+  if (!p.w_early) {
+    load_next(wa), load_next(wb);
+    if (NB > 2) load_next(wc);
+  }
   // The staging's barriers are reached by every thread once.
   if (p.x_dt == INGOT_F32 && p.xsk == 1)
     stage_xf<VEC, R>(p, xs, inv);
@@ -691,6 +697,10 @@ __global__ void __launch_bounds__(kThreads, C *R <= 16 ? 2 : 1) gemvk_kernel(Gem
     step(wa);
     if (cm.tile >= btiles) break;
     step(wb);
+    if (NB > 2) {
+      if (cm.tile >= btiles) break;
+      step(wc);
+    }
   }
 }
 

@@ -7,7 +7,7 @@ staged as float): test_linear_rows, test_large (8 rows of k = 4096: 128 KB of
 staged X), test_batched_x_shared_weight, test_special_values and
 test_f32_rows_strided_x (row-strided X views) cover it.
 
-Both GEMV kernel sets run every test (the autouse fixture gemv_path): the split-K
+Both GEMV kernel sets run every test (autouse both_paths: conftest.gemv_path): the split-K
 gemvk_kernel (default: W rows 16-byte aligned, k a whole number of 16-byte chunks)
 and, with INGOT_GEMV_OLD=1, the kernels before it (gemv1/gemvx/gemv_kernel). The
 test_split_k_* cases aim at gemvk's edges: a row's chunks against the thread-group
