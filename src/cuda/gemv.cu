@@ -8,17 +8,15 @@
 // any float dtype and strides, 1-8 rows R, when W rows are 16-byte aligned and k is a
 // whole number of 16-byte chunks (else the older kernels below). X is staged as float
 // in the interleaved layout below (f32 X of unit stride: float4 loads, optional fused
-// RMS norm as in gemvx; else scalar loads). A group of T threads (the row's chunks
-// rounded up to a power of two in 32..256; 32 when the tiles are many) owns a tile
-// of C = 4 columns and splits its k: thread t reads chunks t, t + T, ... of the 4
-// rows; each unit (one chunk of each column a thread) is issued NB units ahead of
-// its use (NB = 3 at R = 1: 8-12 16-byte loads in flight a thread, 64-96 KB an SM;
-// NB = 2: 4-8 loads, 32-64 KB an SM at R <= 4, half at R = 8: one block of 168
-// registers), so
-// small m keeps every SM streaming: N = 2048 is 512 tiles over 264 blocks, where a
-// warp a column left a one-shot wave. The sum of a tile is deterministic: shuffles in
-// each warp, then the group's warps in order through shared memory (one barrier a
-// tile, two buffers). The grid is persistent (tiles round-robin), launched with PDL
+// RMS norm as in gemvx; bf16/f16 X with aligned rows: 16-byte loads; else scalar). A group of T
+// threads (the row's chunks rounded up to a power of two in 32..256; 32 when the tiles are many)
+// owns a tile of C = 4 columns and splits its k: thread t reads chunks t, t + T, ... of the 4 rows;
+// each unit (one chunk of each column a thread) is issued NB units ahead of its use (NB = 3 at R =
+// 1: 8-12 16-byte loads in flight a thread, 64-96 KB an SM; NB = 2: 4-8 loads, 32-64 KB an SM at R
+// <= 4, half at R = 8: one block of <= 166 registers), so small m keeps every SM streaming: N =
+// 2048 is 512 tiles over 264 blocks, where a warp a column left a one-shot wave. The sum of a tile
+// is deterministic: shuffles in each warp, then the group's warps in order through shared memory
+// (one barrier a tile, two buffers). The grid is persistent (tiles round-robin), launched with PDL
 // like gemvx (W before pdl_wait only when immutable). INGOT_GEMV_OLD=1 (read every
 // call) takes the kernels below instead, until both are measured on the H200.
 //
@@ -482,6 +480,45 @@ __device__ __forceinline__ void stage_xf(const GemvParams &p, float *xs, float *
   __syncthreads();
 }
 
+// bf16/f16 X rows of unit stride, 16-byte aligned (p.xvec), k % 8 == 0: the
+// interleaved float layout of stage_xf from 16-byte loads (8 elements, 8 loads in
+// flight a thread), rows >= p.rows as zeros. Ends with a barrier.
+template <int VEC, int R>
+__device__ __forceinline__ void stage_x16(const GemvParams &p, float *xs) {
+  constexpr int P = VEC / 4;                              // float4 pieces per weight chunk
+  const int nch = (int)p.nch, n4 = nch * P, n8 = n4 / 2;  // float4 slots, loads a row
+  const uint16_t *x = static_cast<const uint16_t *>(p.x);
+  float4 *xs4 = reinterpret_cast<float4 *>(xs);
+  const bool bf = p.x_dt == INGOT_BF16;
+  for (int e0 = threadIdx.x; e0 < R * n8; e0 += kThreads * 8) {
+    uint4 v[8];
+#pragma unroll
+    for (int u = 0; u < 8; u++) {
+      const int e = e0 + u * kThreads, r = e / n8, i = e - r * n8;
+      v[u] = make_uint4(0, 0, 0, 0);
+      if (e < R * n8 && r < p.rows)
+        v[u] =
+            __ldg(reinterpret_cast<const uint4 *>(x + (r / p.xn) * p.xsb + (r % p.xn) * p.xsn) + i);
+    }
+#pragma unroll
+    for (int u = 0; u < 8; u++) {
+      const int e = e0 + u * kThreads, r = e / n8, i = e - r * n8;
+      if (e >= R * n8) continue;
+#pragma unroll
+      for (int h = 0; h < 2; h++) {  // slot 2i + h holds elements 8i + 4h .. 8i + 4h + 3
+        float f[4];
+        if (bf)
+          Wfmt<bf16_t>::piece(v[u], h, f);
+        else
+          Wfmt<f16_t>::piece(v[u], h, f);
+        const int sl = 2 * i + h;
+        xs4[r * n4 + (sl % P) * nch + sl / P] = make_float4(f[0], f[1], f[2], f[3]);
+      }
+    }
+  }
+  __syncthreads();
+}
+
 // gemv1_kernel's loop for R rows of f32 X: C columns a warp tile, 16 / C loads of
 // 16 bytes per column in flight per lane, each weight piece multiplied by all R
 // staged rows (one float4 of X per row and piece). Host guarantees: k = nch * VEC,
@@ -625,6 +662,8 @@ __global__ void __launch_bounds__(kThreads, C *R <= 16 ? 2 : 1) gemvk_kernel(Gem
   // The staging's barriers are reached by every thread once.
   if (p.x_dt == INGOT_F32 && p.xsk == 1)
     stage_xf<VEC, R>(p, xs, inv);
+  else if ((p.x_dt == INGOT_BF16 || p.x_dt == INGOT_F16) && p.xsk == 1 && p.xvec && p.k % 8 == 0)
+    stage_x16<VEC, R>(p, xs);
   else
     stage_x_any<VEC, R>(p, xs);
 
@@ -949,7 +988,8 @@ ingot_status run(GemvParams &p, ingot_dtype wdt, const ingot_tensor *wt, ingot_t
   // only with f32 X of unit stride), W rows 16-byte aligned, k whole chunks.
   if (!gemv_old() && p.vec && p.k > 0 && p.k % vec == 0 &&
       (!p.norm || (p.x_dt == INGOT_F32 && p.xsk == 1))) {
-    p.xvec = (uintptr_t)p.x % 16 == 0 && p.xsn % 4 == 0 && p.xsb % 4 == 0;
+    const int64_t xes = (int64_t)ingot_dtype_size((ingot_dtype)p.x_dt);  // rows 16-byte aligned
+    p.xvec = (uintptr_t)p.x % 16 == 0 && p.xsn * xes % 16 == 0 && p.xsb * xes % 16 == 0;
     switch (wdt) {
       case INGOT_F32:
         return launch_k<float>(p, dev, s);

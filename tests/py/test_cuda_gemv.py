@@ -306,6 +306,19 @@ def test_split_k_strided_x(dt, n):
     diff("ingot_matmul", xv, wt_view(w), tol=tol(dt, k))
 
 
+@pytest.mark.parametrize("dt", DTS, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("n", [2, 5, 8])
+@pytest.mark.parametrize("pad", [8, 1])
+def test_split_k_x_row_stride(dt, n, pad):
+    # X rows of a wider matrix: row stride k + 8 (16-byte loads for 16-bit X, float4
+    # for f32) and k + 1 (rows off 16 bytes: scalar staging).
+    k, m = k_of(dt, 65), 301
+    wide = RNG.standard_normal((n, k + pad)).astype(dt)
+    w = RNG.standard_normal((m, k)).astype(dt)
+    xv = call("ingot_narrow", tensor(wide), 1, 0, k)
+    diff("ingot_matmul", xv, wt_view(w), tol=tol(dt, k))
+
+
 @pytest.mark.parametrize("dt", [np.dtype(np.float32), BF16], ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("n", [1, 3, 8])
 def test_split_k_special_values(dt, n):
