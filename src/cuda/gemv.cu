@@ -4,23 +4,7 @@
 // kernel (in[1] = b column-major = the transpose view of row-major [N, K])
 // before cuBLASLt; see cuda_gemv_try below for what is claimed.
 //
-// Default kernel (gemvk_kernel, split K): every weight type (f32/bf16/f16/f8), X of
-// any float dtype and strides, 1-8 rows R, when W rows are 16-byte aligned and k is a
-// whole number of 16-byte chunks (else the older kernels below). X is staged as float
-// in the interleaved layout below (f32 X of unit stride: float4 loads, optional fused
-// RMS norm as in gemvx; bf16/f16 X with aligned rows: 16-byte loads; else scalar). A group of T
-// threads (the row's chunks rounded up to a power of two in 32..256; 32 when the tiles are many)
-// owns a tile of C = 4 columns and splits its k: thread t reads chunks t, t + T, ... of the 4 rows;
-// each unit (one chunk of each column a thread) is issued NB units ahead of its use (NB = 3 at R =
-// 1: 8-12 16-byte loads in flight a thread, 64-96 KB an SM; NB = 2: 4-8 loads, 32-64 KB an SM at R
-// <= 4, half at R = 8: one block of <= 166 registers), so small m keeps every SM streaming: N =
-// 2048 is 512 tiles over 264 blocks, where a warp a column left a one-shot wave. The sum of a tile
-// is deterministic: shuffles in each warp, then the group's warps in order through shared memory
-// (one barrier a tile, two buffers). The grid is persistent (tiles round-robin), launched with PDL
-// like gemvx (W before pdl_wait only when immutable). INGOT_GEMV_OLD=1 (read every
-// call) takes the kernels below instead, until both are measured on the H200.
-//
-// Older kernels (memory-bound: the m*k weight bytes dominate):
+// Design (memory-bound: the m*k weight bytes dominate):
 // - one kernel per (weight type, rows R in {1,2,4,8}); n rows are padded to R
 //   with zero rows in shared memory and the padding is never stored;
 // - X is staged once per block in shared memory as float, interleaved by
@@ -66,7 +50,6 @@
 // No host sync; launches on the output's current stream (graph-capturable).
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include <atomic>
@@ -158,12 +141,22 @@ __device__ __forceinline__ int64_t xidx(int64_t kk, int64_t nch) {
   return ((rem >> 2) * nch + c) * 4 + (rem & 3);
 }
 
-// Stage X rows of any float dtype and strides as float in the interleaved layout
-// above (rows >= p.rows as zeros); 8 loads in flight per thread so the staging
-// costs about one memory latency. Ends with a barrier.
-template <int VEC, int R>
-__device__ __forceinline__ void stage_x_any(const GemvParams &p, float *xs) {
+template <class WT, int R>
+struct Tune {
+  static constexpr int C = 2;               // columns per tile
+  static constexpr int U = R <= 4 ? 4 : 2;  // chunks per column in flight
+};
+
+template <class WT, int R>
+__global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
+  constexpr int VEC = Wfmt<WT>::VEC, C = Tune<WT, R>::C, U = Tune<WT, R>::U;
+  extern __shared__ float4 smem4[];
+  float *xs = reinterpret_cast<float *>(smem4);
+  __shared__ float red[kWarps][C * R];
   const int64_t k = p.k, nch = p.nch, xrow = nch * VEC;
+
+  // Stage X (rows >= p.rows are zeros) in the interleaved layout; 8 loads in
+  // flight per thread so the staging costs about one memory latency.
   const int64_t total = (int64_t)R * k;
   for (int64_t e0 = threadIdx.x; e0 < total; e0 += (int64_t)kThreads * 8) {
     float v[8];
@@ -187,23 +180,6 @@ __device__ __forceinline__ void stage_x_any(const GemvParams &p, float *xs) {
     }
   }
   __syncthreads();
-}
-
-template <class WT, int R>
-struct Tune {
-  static constexpr int C = 2;               // columns per tile
-  static constexpr int U = R <= 4 ? 4 : 2;  // chunks per column in flight
-};
-
-template <class WT, int R>
-__global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
-  constexpr int VEC = Wfmt<WT>::VEC, C = Tune<WT, R>::C, U = Tune<WT, R>::U;
-  extern __shared__ float4 smem4[];
-  float *xs = reinterpret_cast<float *>(smem4);
-  __shared__ float red[kWarps][C * R];
-  const int64_t k = p.k, nch = p.nch, xrow = nch * VEC;
-
-  stage_x_any<VEC, R>(p, xs);
 
   const int S = p.split, t = threadIdx.x % S, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int groups = kThreads / S;
@@ -484,45 +460,6 @@ __device__ __forceinline__ void stage_xf(const GemvParams &p, float *xs, float *
   __syncthreads();
 }
 
-// bf16/f16 X rows of unit stride, 16-byte aligned (p.xvec), k % 8 == 0: the
-// interleaved float layout of stage_xf from 16-byte loads (8 elements, 8 loads in
-// flight a thread), rows >= p.rows as zeros. Ends with a barrier.
-template <int VEC, int R>
-__device__ __forceinline__ void stage_x16(const GemvParams &p, float *xs) {
-  constexpr int P = VEC / 4;                              // float4 pieces per weight chunk
-  const int nch = (int)p.nch, n4 = nch * P, n8 = n4 / 2;  // float4 slots, loads a row
-  const uint16_t *x = static_cast<const uint16_t *>(p.x);
-  float4 *xs4 = reinterpret_cast<float4 *>(xs);
-  const bool bf = p.x_dt == INGOT_BF16;
-  for (int e0 = threadIdx.x; e0 < R * n8; e0 += kThreads * 8) {
-    uint4 v[8];
-#pragma unroll
-    for (int u = 0; u < 8; u++) {
-      const int e = e0 + u * kThreads, r = e / n8, i = e - r * n8;
-      v[u] = make_uint4(0, 0, 0, 0);
-      if (e < R * n8 && r < p.rows)
-        v[u] =
-            __ldg(reinterpret_cast<const uint4 *>(x + (r / p.xn) * p.xsb + (r % p.xn) * p.xsn) + i);
-    }
-#pragma unroll
-    for (int u = 0; u < 8; u++) {
-      const int e = e0 + u * kThreads, r = e / n8, i = e - r * n8;
-      if (e >= R * n8) continue;
-#pragma unroll
-      for (int h = 0; h < 2; h++) {  // slot 2i + h holds elements 8i + 4h .. 8i + 4h + 3
-        float f[4];
-        if (bf)
-          Wfmt<bf16_t>::piece(v[u], h, f);
-        else
-          Wfmt<f16_t>::piece(v[u], h, f);
-        const int sl = 2 * i + h;
-        xs4[r * n4 + (sl % P) * nch + sl / P] = make_float4(f[0], f[1], f[2], f[3]);
-      }
-    }
-  }
-  __syncthreads();
-}
-
 // gemv1_kernel's loop for R rows of f32 X: C columns a warp tile, 16 / C loads of
 // 16 bytes per column in flight per lane, each weight piece multiplied by all R
 // staged rows (one float4 of X per row and piece). Host guarantees: k = nch * VEC,
@@ -593,157 +530,6 @@ __global__ void __launch_bounds__(kThreads, C *R <= 8 ? 2 : 1) gemvx_kernel(Gemv
       s0 = 0;
     }
     if (tile < tiles) load_step<U, C>(wv, w, ldc, m, nch, tile * C, s0 + lane);
-  }
-}
-
-// ---- split-K kernel (gemvk_kernel; see the top of the file) ----
-
-constexpr int kSplitCols = 4;  // columns a group tile (gemvk_kernel)
-
-// One unit of gemvk_kernel: chunk c of columns j0 .. j0 + C - 1 (zeros past m or nch).
-template <int C>
-__device__ __forceinline__ void load_unit(uint4 (&wv)[C], const uint4 *w, int64_t ldc, int64_t m,
-                                          int64_t nch, int64_t j0, int64_t c) {
-#pragma unroll
-  for (int cc = 0; cc < C; cc++)
-    wv[cc] = j0 + cc < m && c < nch ? ld_stream(w + (j0 + cc) * ldc + c) : make_uint4(0, 0, 0, 0);
-}
-
-// A block's place in its unit sequence: block tile (G group tiles of C columns), first
-// chunk s0 of the pass (T chunks a pass, one a thread of the group).
-struct Cursor {
-  int64_t tile, s0;
-  __device__ void next(int64_t nch, int T) {
-    s0 += T;
-    if (s0 >= nch) s0 = 0, tile += gridDim.x;
-  }
-};
-
-// Groups of T = p.split threads (32-256, the power of two nearest above the row's chunks)
-// split each C-column tile's k: thread t of a group multiplies chunks t, t + T, ... of
-// its C rows by the R staged rows of X (one unit = one chunk of each column a thread),
-// NB units in flight (3 at R = 1, else 2: the next units are issued before the current
-// is used), then a deterministic reduction: shuffles in each warp, the group's warp sums
-// in warp order through shared memory (two buffers: one barrier a tile). Block tiles
-// (the G = 256 / T group tiles side by side) go round-robin over a persistent grid;
-// every branch around a barrier is block-uniform.
-template <class WT, int R, int C>
-__global__ void __launch_bounds__(kThreads, C *R <= 16 ? 2 : 1) gemvk_kernel(GemvParams p) {
-  constexpr int VEC = Wfmt<WT>::VEC;
-  constexpr int NB = R == 1 ? 3 : 2;  // units in flight (registers: R = 2 would pass 128)
-  static_assert(C * R <= 32, "one lane per output of a tile");
-  extern __shared__ float4 smem4[];
-  float *xs = reinterpret_cast<float *>(smem4);
-  __shared__ float inv[R];
-  __shared__ float red[2][kWarps][C * R];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int T = p.split, G = kThreads / T, g = threadIdx.x / T, t = threadIdx.x % T;
-  const int64_t nch = p.nch, m = p.m, xrow = nch * VEC, ldc = p.ldw / VEC;
-  const int64_t btiles = ((m + C - 1) / C + G - 1) / G;  // block tiles
-  const uint4 *w = static_cast<const uint4 *>(p.w);
-  // First column of the group's tile in block tile bt.
-  auto col0 = [&](int64_t bt) { return (bt * G + g) * C; };
-
-  Cursor ld = {(int64_t)blockIdx.x, 0}, cm = ld;  // next unit to load, unit to compute
-  uint4 wa[C], wb[C], wc[C];                      // unit i in buffer i % NB (wc only when NB = 3)
-  auto load_next = [&](uint4(&wv)[C]) {           // zeros past the last tile
-    load_unit<C>(wv, w, ldc, m, nch, col0(ld.tile), ld.s0 + t);
-    ld.next(nch, T);
-  };
-  if (p.w_early) {  // immutable W: the first units fly while the kernel before drains
-    load_next(wa), load_next(wb);
-    if (NB > 2) load_next(wc);
-  } else if (threadIdx.x == 0) {  // only an L2 prefetch (see first_step_and_wait)
-    const int64_t j0 = cm.tile * G * C, n = m - j0 < G * C ? m - j0 : G * C;
-    if (n > 0) prefetch_l2(w + j0 * ldc, ((n - 1) * ldc + nch) * 16);  // to the last row's end
-  }
-  pdl_wait();
-  pdl_launch_dependents();
-  if (!p.w_early) {
-    load_next(wa), load_next(wb);
-    if (NB > 2) load_next(wc);
-  }
-  // The staging's barriers are reached by every thread once.
-  if (p.x_dt == INGOT_F32 && p.xsk == 1)
-    stage_xf<VEC, R>(p, xs, inv);
-  else if ((p.x_dt == INGOT_BF16 || p.x_dt == INGOT_F16) && p.xsk == 1 && p.xvec && p.k % 8 == 0)
-    stage_x16<VEC, R>(p, xs);
-  else
-    stage_x_any<VEC, R>(p, xs);
-
-  float acc[C][R];
-#pragma unroll
-  for (int cc = 0; cc < C; cc++)
-#pragma unroll
-    for (int r = 0; r < R; r++) acc[cc][r] = 0.f;
-  int par = 0;
-  // Multiply unit cm (in wv), refill wv with unit ld, and reduce when cm ends its tile.
-  auto step = [&](uint4(&wv)[C]) {
-    const int64_t c = cm.s0 + t;
-    if (c < nch) {
-#pragma unroll
-      for (int q = 0; q < VEC / 4; q++) {
-        float4 xv[R];
-#pragma unroll
-        for (int r = 0; r < R; r++)
-          xv[r] = *reinterpret_cast<const float4 *>(xs + r * xrow + (q * nch + c) * 4);
-#pragma unroll
-        for (int cc = 0; cc < C; cc++) {
-          float f[4];
-          Wfmt<WT>::piece(wv[cc], q, f);
-#pragma unroll
-          for (int r = 0; r < R; r++) {
-            acc[cc][r] = fmaf(f[0], xv[r].x, acc[cc][r]);
-            acc[cc][r] = fmaf(f[1], xv[r].y, acc[cc][r]);
-            acc[cc][r] = fmaf(f[2], xv[r].z, acc[cc][r]);
-            acc[cc][r] = fmaf(f[3], xv[r].w, acc[cc][r]);
-          }
-        }
-      }
-    }
-    load_next(wv);
-    if (cm.s0 + T >= nch) {  // tile done: reduce while the next units fly
-      const int64_t j0 = col0(cm.tile);
-#pragma unroll
-      for (int cc = 0; cc < C; cc++)
-#pragma unroll
-        for (int r = 0; r < R; r++) {
-          float v = acc[cc][r];
-#pragma unroll
-          for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-          if (lane == cc * R + r) {
-            if (T > 32)
-              red[par][warp][cc * R + r] = v;
-            else if (r < p.rows && j0 + cc < m)  // a warp a group: no barrier
-              store_out(p, r, j0 + cc, v);
-          }
-          acc[cc][r] = 0.f;
-        }
-      if (T > 32) {
-        // red[par] is rewritten two tiles later, after the next tile's barrier: one
-        // barrier a tile.
-        __syncthreads();
-        if (threadIdx.x < G * C * R) {
-          const int gi = threadIdx.x / (C * R), o = threadIdx.x % (C * R), cc = o / R, r = o % R;
-          const int wpg = T / 32;  // warps a group
-          float v = 0.f;
-          for (int wi = 0; wi < wpg; wi++) v += red[par][gi * wpg + wi][o];
-          const int64_t j = (cm.tile * G + gi) * C + cc;
-          if (r < p.rows && j < m) store_out(p, r, j, v);
-        }
-        par ^= 1;
-      }
-    }
-    cm.next(nch, T);
-  };
-  while (cm.tile < btiles) {
-    step(wa);
-    if (cm.tile >= btiles) break;
-    step(wb);
-    if (NB > 2) {
-      if (cm.tile >= btiles) break;
-      step(wc);
-    }
   }
 }
 
@@ -886,50 +672,6 @@ ingot_status launch_x(GemvParams &p, int dev, cudaStream_t s, bool *used) {
   return launch_xc<WT, 8, 4>(p, dev, s, used);
 }
 
-// The split-K kernel for R rows (see the top of the file).
-template <class WT, int R>
-ingot_status launch_kr(GemvParams &p, int dev, cudaStream_t s) {
-  constexpr int C = kSplitCols;
-  const size_t smem = (size_t)R * p.nch * Wfmt<WT>::VEC * sizeof(float);
-  auto kern = gemvk_kernel<WT, R, C>;
-  if (smem > 48 * 1024) {  // idempotent; set on every large call since devices may differ
-    ingot_status st = cuda_check(
-        cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
-        "gemvk smem attribute");
-    if (st) return st;
-  }
-  // Up to 48 KB one cache entry serves every k (registers limit residency).
-  static std::atomic<uint64_t> occ{0};
-  const int per_sm = occupancy(kern, dev, smem > 48 * 1024 ? smem : 48 * 1024, occ);
-  // Threads a group: the row's chunks rounded up to a power of two in 32 .. 256, so
-  // that short rows keep every thread loading.
-  // Many tiles (8 or more a resident warp) balance at a warp a tile: no barriers then.
-  const int64_t cap = (int64_t)sm_count(dev) * per_sm;
-  int T = 32;
-  if ((p.m + C - 1) / C < cap * kWarps * 8)
-    while (T < kThreads && T < p.nch) T *= 2;
-  p.split = T;
-  const int64_t tiles = ((p.m + C - 1) / C + kThreads / T - 1) / (kThreads / T);  // block tiles
-  const int64_t blocks = tiles < cap ? tiles : cap;  // tiles >= 1 (m > 0)
-  return cuda_check(launch_pdl(kern, dim3((unsigned)blocks), dim3(kThreads), smem, s, p),
-                    "gemvk kernel");
-}
-
-template <class WT>
-ingot_status launch_k(GemvParams &p, int dev, cudaStream_t s) {
-  if (p.rows <= 1) return launch_kr<WT, 1>(p, dev, s);
-  if (p.rows <= 2) return launch_kr<WT, 2>(p, dev, s);
-  if (p.rows <= 4) return launch_kr<WT, 4>(p, dev, s);
-  return launch_kr<WT, 8>(p, dev, s);
-}
-
-// INGOT_GEMV_OLD=1 (set and not "0"): the kernels before gemvk_kernel, until both are
-// measured. Read on every call (a getenv is cheap next to a launch) so tests can flip it.
-bool gemv_old() {
-  const char *e = getenv("INGOT_GEMV_OLD");
-  return e && *e && strcmp(e, "0") != 0;
-}
-
 int vec_of(ingot_dtype dt) {
   switch (dt) {
     case INGOT_F32:
@@ -988,27 +730,6 @@ ingot_status run(GemvParams &p, ingot_dtype wdt, const ingot_tensor *wt, ingot_t
   if (st) return st;
   cudaStream_t s = stream_of(out);
   (void)wt;
-  // The split-K kernel: every weight type, X of any float dtype and strides (a norm
-  // only with f32 X of unit stride), W rows 16-byte aligned, k whole chunks.
-  if (!gemv_old() && p.vec && p.k > 0 && p.k % vec == 0 &&
-      (!p.norm || (p.x_dt == INGOT_F32 && p.xsk == 1))) {
-    const int64_t xes = (int64_t)ingot_dtype_size((ingot_dtype)p.x_dt);  // rows 16-byte aligned
-    p.xvec = (uintptr_t)p.x % 16 == 0 && p.xsn * xes % 16 == 0 && p.xsb * xes % 16 == 0;
-    switch (wdt) {
-      case INGOT_F32:
-        return launch_k<float>(p, dev, s);
-      case INGOT_BF16:
-        return launch_k<bf16_t>(p, dev, s);
-      case INGOT_F16:
-        return launch_k<f16_t>(p, dev, s);
-      case INGOT_F8E4M3FN:
-        return launch_k<f8e4m3_t>(p, dev, s);
-      case INGOT_F8E5M2:
-        return launch_k<f8e5m2_t>(p, dev, s);
-      default:
-        break;
-    }
-  }
   // f32 X against float weights (QMATMUL's float weights with or without a norm, f32
   // MATMUL of 2-8 rows): X staged as float; the one-row f32 MATMUL keeps gemv1.
   const bool fw = wdt == INGOT_F32 || wdt == INGOT_BF16 || wdt == INGOT_F16;

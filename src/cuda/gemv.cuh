@@ -20,9 +20,8 @@ ingot_status cuda_gemv_try(ingot_op_args *a, bool *done);
  * contiguous) for 1-8 rows, W [m, k] of f32/bf16/f16 with row stride ldw
  * elements, x f32 contiguous: the float-weight GEMV of QMATMUL at dense-GEMV
  * speed. xn = x, or with norm (f32 [k]) rms_norm(x, norm, eps) fused into the
- * staging of x (then only the fast paths are tried, gemvk or with
- * INGOT_GEMV_OLD=1 gemvx: *done = false when they do not apply, and the caller
- * normalises x itself). *done as for cuda_gemv_try.
+ * staging of x (then only the fast path is tried: *done = false when it does
+ * not apply, and the caller normalises x itself). *done as for cuda_gemv_try.
  * W is read before the kernel before it in the stream has finished (PDL): it
  * must not be written by the work just before (model weights are not). */
 ingot_status cuda_gemv_f32x(const void *w, ingot_dtype wdt, int64_t ldw, const float *x,

@@ -24,14 +24,3 @@ def no_leaks():
     yield
     gc.collect()
     assert lib.ingot_live_tensors() == before
-
-
-@pytest.fixture(params=["gemvk", "old"])
-def gemv_path(request, monkeypatch):
-    """Runs a test on the CUDA GEMV's split-K kernel and on the old kernels
-    (INGOT_GEMV_OLD=1, read by the library on every call)."""
-    if request.param == "old":
-        monkeypatch.setenv("INGOT_GEMV_OLD", "1")
-    else:
-        monkeypatch.delenv("INGOT_GEMV_OLD", raising=False)
-    return request.param

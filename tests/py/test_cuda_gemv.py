@@ -7,14 +7,6 @@ staged as float): test_linear_rows, test_large (8 rows of k = 4096: 128 KB of
 staged X), test_batched_x_shared_weight, test_special_values and
 test_f32_rows_strided_x (row-strided X views) cover it.
 
-Both GEMV kernel sets run every test (autouse both_paths: conftest.gemv_path): the split-K
-gemvk_kernel (default: W rows 16-byte aligned, k a whole number of 16-byte chunks)
-and, with INGOT_GEMV_OLD=1, the kernels before it (gemv1/gemvx/gemv_kernel). The
-test_split_k_* cases aim at gemvk's edges: a row's chunks against the thread-group
-size (1, 33, 65, 257, 513 chunks: groups of 32-256 threads, one to three passes),
-fewer columns than a tile, many columns (a warp a tile), strided X (generic
-staging), special values, and a captured graph replayed on new X.
-
 Tolerances: inputs are small integers where the test wants exact sums
 (every order of float accumulation gives the same f32 value, so the rounded
 result matches the CPU bit for bit); random normals use rtol of the dtype and
@@ -27,7 +19,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from cuda_diff import CUDA, check_graph_replays, diff, needs_cuda, to_device
+from cuda_diff import CUDA, diff, needs_cuda
 from ingot_ctypes import call, lib, tensor, to_numpy
 
 pytestmark = needs_cuda
@@ -37,12 +29,6 @@ F8 = np.dtype(ml_dtypes.float8_e4m3fn)
 F8E5 = np.dtype(ml_dtypes.float8_e5m2)
 DTS = [np.dtype(np.float32), np.dtype(np.float16), BF16]
 RNG = np.random.default_rng(7)
-
-
-@pytest.fixture(autouse=True)
-def both_paths(gemv_path):
-    """Every test on the split-K kernel and on the old kernels (conftest.gemv_path)."""
-    return gemv_path
 
 
 def tol(dt, k):
@@ -251,105 +237,3 @@ def test_scaled_mm_bias_and_weight_types(wdt):
         diff("ingot_scaled_mm", a, b, sa, sb, bias, ID["bfloat16"], tol=(1.6e-2, 1.6e-2 * 64))
     except TypeError:
         pytest.skip("ingot_scaled_mm signature differs from (a, b, sa, sb, bias, out_dtype)")
-
-
-# ---- split-K kernel edges (gemvk_kernel; the old kernels run them too) ----
-# k per dtype so that a row is 1, 33, 65, 257 or 513 16-byte chunks.
-CHUNKS = [1, 33, 65, 257, 513]
-
-
-def k_of(dt, chunks):
-    return chunks * 16 // np.dtype(dt).itemsize
-
-
-@pytest.mark.parametrize("dt", DTS, ids=lambda d: np.dtype(d).name)
-@pytest.mark.parametrize("n", [1, 2, 3, 8])
-@pytest.mark.parametrize("chunks", CHUNKS)
-@pytest.mark.parametrize("m", [1, 3, 37, 1001])
-def test_split_k_shapes(dt, n, chunks, m):
-    # m = 1, 3: fewer columns than a tile (4); 37, 1001: partial last tiles and groups.
-    k = k_of(dt, chunks)
-    x = RNG.standard_normal((n, k)).astype(dt)
-    w = RNG.standard_normal((m, k)).astype(dt)
-    diff("ingot_matmul", tensor(x), wt_view(w), tol=tol(dt, k))
-
-
-@pytest.mark.parametrize("dt", [np.dtype(np.float32), BF16], ids=lambda d: np.dtype(d).name)
-@pytest.mark.parametrize("n", [1, 8])
-@pytest.mark.parametrize("chunks", [33, 65])
-def test_split_k_many_columns(dt, n, chunks):
-    # m = 70001: over 8 tiles a resident warp, so a warp a tile (no block barrier),
-    # two and three passes of a warp over a row of 33 and 65 chunks.
-    k, m = k_of(dt, chunks), 70001
-    x = RNG.standard_normal((n, k), dtype=np.float32).astype(dt)
-    w = RNG.standard_normal((m, k), dtype=np.float32).astype(dt)
-    diff("ingot_matmul", tensor(x), wt_view(w), tol=tol(dt, k))
-
-
-@pytest.mark.parametrize("dt", DTS, ids=lambda d: np.dtype(d).name)
-@pytest.mark.parametrize("n", [1, 4, 8])
-@pytest.mark.parametrize("chunks", [33, 257, 513])
-def test_split_k_exact_ints(dt, n, chunks):
-    # Integer operands: every order of the split sums gives the CPU's bits.
-    k, m = k_of(dt, chunks), 203
-    diff("ingot_matmul", tensor(ints((n, k), dt)), wt_view(ints((m, k), dt)), tol=(0, 0))
-
-
-@pytest.mark.parametrize("dt", DTS, ids=lambda d: np.dtype(d).name)
-@pytest.mark.parametrize("n", [1, 3, 8])
-def test_split_k_strided_x(dt, n):
-    # X with stride n along k (the transpose view of X^T): the generic staging.
-    k, m = k_of(dt, 257), 70
-    x = RNG.standard_normal((n, k)).astype(dt)
-    w = RNG.standard_normal((m, k)).astype(dt)
-    xv = call("ingot_transpose", tensor(np.ascontiguousarray(x.T)), 0, 1)
-    diff("ingot_matmul", xv, wt_view(w), tol=tol(dt, k))
-
-
-@pytest.mark.parametrize("dt", DTS, ids=lambda d: np.dtype(d).name)
-@pytest.mark.parametrize("n", [2, 5, 8])
-@pytest.mark.parametrize("pad", [8, 1])
-def test_split_k_x_row_stride(dt, n, pad):
-    # X rows of a wider matrix: row stride k + 8 (16-byte loads for 16-bit X, float4
-    # for f32) and k + 1 (rows off 16 bytes: scalar staging).
-    k, m = k_of(dt, 65), 301
-    wide = RNG.standard_normal((n, k + pad)).astype(dt)
-    w = RNG.standard_normal((m, k)).astype(dt)
-    xv = call("ingot_narrow", tensor(wide), 1, 0, k)
-    diff("ingot_matmul", xv, wt_view(w), tol=tol(dt, k))
-
-
-@pytest.mark.parametrize("dt", [np.dtype(np.float32), BF16], ids=lambda d: np.dtype(d).name)
-@pytest.mark.parametrize("n", [1, 3, 8])
-def test_split_k_special_values(dt, n):
-    # NaN and inf in W and X across the thread split of a 257-chunk row, -0 rows,
-    # inf - inf; columns past the last full tile (m = 10).
-    k, m = k_of(dt, 257), 10
-    x = ints((n, k), np.float32)
-    w = ints((m, k), np.float32)
-    w[0, k - 1] = np.nan
-    w[1, 300] = np.inf
-    w[2, 0] = -np.inf
-    w[3, 5], w[3, k - 2] = np.inf, -np.inf
-    w[4, :] = -0.0
-    w[9, 1000] = np.inf
-    x[n - 1, 1] = np.nan
-    x[0, 4], w[5, 4] = 0.0, np.inf  # 0 * inf = nan
-    diff("ingot_matmul", tensor(x.astype(dt)), wt_view(w.astype(dt)))
-
-
-@pytest.mark.parametrize("dt", [np.dtype(np.float32), BF16], ids=lambda d: np.dtype(d).name)
-@pytest.mark.parametrize("n,chunks", [(1, 257), (8, 65)])
-def test_split_k_graph_capture(dt, n, chunks):
-    # Captured once, replayed on new X: each replay equals an eager call, bit for bit
-    # (the split sums are deterministic), and the eager call matches the CPU.
-    k, m = k_of(dt, chunks), 515
-    w = RNG.standard_normal((m, k)).astype(dt)
-    dw = call("ingot_transpose", call("ingot_to", tensor(w), CUDA), 0, 1)
-    check_graph_replays(lambda dx: call("ingot_matmul", dx, dw), (n, k), dt, RNG)
-    x = RNG.standard_normal((n, k)).astype(dt)
-    got = to_numpy(call("ingot_matmul", to_device(tensor(x)), dw))
-    want = to_numpy(call("ingot_matmul", tensor(x), wt_view(w)))
-    rtol, atol = tol(dt, k)
-    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol,
-                               atol=atol)

@@ -361,7 +361,6 @@ def test_qmatmul_fused_special_and_unaligned_x():
 FLOAT_W = ["F32", "F16", "BF16"]
 
 
-@pytest.mark.usefixtures("gemv_path")  # the split-K GEMV and INGOT_GEMV_OLD=1
 @pytest.mark.parametrize("name", FLOAT_W)
 @pytest.mark.parametrize("n,k", [(67, 40), (1, 256), (5120, 2048), (2048, 4096), (150001, 64),
                                  (300, 8192)])
@@ -386,7 +385,6 @@ def test_qmatmul_fused_float_weights(name, n, k, use_norm):
         check_fused_close(got, want, x, w64, norm, 1e-6, res)
 
 
-@pytest.mark.usefixtures("gemv_path")  # the split-K GEMV and INGOT_GEMV_OLD=1
 @pytest.mark.parametrize("name", FLOAT_W)
 @pytest.mark.parametrize("xoff,woff", [(1, 0), (0, 1)])
 def test_qmatmul_fused_float_special_unaligned(name, xoff, woff):

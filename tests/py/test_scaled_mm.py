@@ -191,7 +191,6 @@ def cuda_tol(out, k):
     return CUDA_RTOL[out], 1e-3 * max(k, 1) ** 0.5
 
 
-@pytest.mark.usefixtures("gemv_path")  # the split-K GEMV and INGOT_GEMV_OLD=1
 @needs_cuda
 @pytest.mark.parametrize("out", list(OUTS))
 @pytest.mark.parametrize("rowwise", [False, True])
