@@ -52,7 +52,6 @@
 #include "ingot/nn.h"
 #include "ingot/ops.h"
 #include "qgemv_kernels.cuh"
-#include "qgemv_stream.cuh"
 
 namespace {
 
@@ -83,33 +82,6 @@ int64_t resident_blocks(int type, int m) { return 132 * smem_blocks_per_sm(type,
 // Tasks beyond which the shared-memory GEMV is bandwidth-bound: 4 tasks per
 // warp of 132 SMs x 4 4-warp blocks.
 constexpr int64_t kManyTasks = 132 * 16 * 4;
-
-// Whether an M = 1 product goes to qgemv_stream_kernel: a weight of at
-// least kStreamBytes (bandwidth-bound: an LM head), unless
-// INGOT_QGEMV_HEAD_OLD=1 asks for qgemv_smem_kernel (read at every launch,
-// so one process can measure and test both).
-constexpr int64_t kStreamBytes = 4 << 20;
-bool use_stream(int64_t n, int64_t rs) {
-  const char *e = getenv("INGOT_QGEMV_HEAD_OLD");
-  return n * rs >= kStreamBytes && !(e && !strcmp(e, "1"));
-}
-
-// qgemv_stream_kernel<TYPE, STAGES> with the largest shared-memory carveout
-// asked for once (4 blocks of ~43 KB an SM: a hint, so its failure is
-// cleared and ignored).
-template <int TYPE, int STAGES, typename... Args>
-cudaError_t launch_stream(unsigned grid, size_t smem, cudaStream_t s, Args... args) {
-  static bool carved = false;
-  if (!carved) {
-    if (cudaFuncSetAttribute(qgemv_stream_kernel<TYPE, STAGES>,
-                             cudaFuncAttributePreferredSharedMemoryCarveout,
-                             cudaSharedmemCarveoutMaxShared) != cudaSuccess)
-      (void)cudaGetLastError();
-    carved = true;
-  }
-  return launch_pdl(qgemv_stream_kernel<TYPE, STAGES>, dim3(grid), dim3(kSmemMaxThreads), smem, s,
-                    args...);
-}
 
 // E = KERNEL<TYPE, R> launched with PDL (pdl.cuh), R = m rounded up to 1, 2,
 // 4 or 8.
@@ -171,26 +143,6 @@ cudaError_t launch_gemv_smem_t(const uint8_t *w, int64_t rs, const float *x, int
   const int64_t task_bytes = rw * rs;
   if (task_bytes > kStageBytes) return cudaSuccess;
   const int64_t ntask = (n + rw - 1) / rw;
-  if (m == 1 && use_stream(n, rs)) {
-    const int64_t slot = (smem_warp_bytes(task_bytes) + 15) / 16 * 16;
-    const int nw = kSmemMaxThreads / 32;
-    const int64_t room = (kSmemLimit - smem_x_bytes(1, k)) / (nw * slot);  // slots a warp
-    if (room >= 3) {
-      int64_t blocks = (ntask + nw - 1) / nw;
-      if (blocks > resident_blocks(TYPE, 1)) blocks = resident_blocks(TYPE, 1);
-      const int stages = room >= kStreamMaxStages ? kStreamMaxStages : 3;
-      const size_t smem = (size_t)(smem_x_bytes(1, k) + nw * stages * slot);
-      const bool xvec = (uintptr_t)x % 16 == 0 && k % 4 == 0;
-      const unsigned g = (unsigned)blocks;
-      *launched = true;
-      return stages == kStreamMaxStages
-                 ? launch_stream<TYPE, kStreamMaxStages>(g, smem, s, w, rs, x, (int)k, n, y, res,
-                                                         norm, eps, lpr, (int)rw, (int)slot, xvec,
-                                                         glu)
-                 : launch_stream<TYPE, 3>(g, smem, s, w, rs, x, (int)k, n, y, res, norm, eps, lpr,
-                                          (int)rw, (int)slot, xvec, glu);
-    }
-  }
   // Small N: 2- or 1-warp blocks spread the few tasks over more SMs.
   const int threads = ntask >= 132 * 8 ? kSmemMaxThreads : ntask >= 132 * 2 ? 64 : 32;
   const int nw = threads / 32;

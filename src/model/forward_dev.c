@@ -278,16 +278,12 @@ ingot_status dev_forward(ingot_model *m, const int32_t *tokens, int64_t n, float
   return st;
 }
 
-ingot_status dev_forward_step(ingot_model *m, bool advance, ingot_tensor **logits) {
+ingot_status dev_forward_step(ingot_model *m, ingot_tensor **logits) {
   dev_model *d = m->devm;
   ingot_scope_begin();
   ingot_tensor *x = layers_forward(m, d->tok, d->pos, 1);
   ingot_tensor *lg = x ? head_forward(m, x, 1) : NULL;
-  ingot_tensor *next = lg && advance ? ingot_add_scalar(d->pos, 1) : NULL;
-  ingot_status st = !lg        ? ingot_last_status()
-                    : !advance ? INGOT_OK
-                    : next     ? ingot_copy_(d->pos, next)
-                               : ingot_last_status();
+  ingot_status st = lg ? INGOT_OK : ingot_last_status();
   *logits = st ? NULL : ingot_keep(lg);
   ingot_scope_end();
   return st;

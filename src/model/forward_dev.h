@@ -74,11 +74,11 @@ void dev_model_free(dev_model *d);
  * last token's logits land in d->logits and, if logits_out, on the host. */
 ingot_status dev_forward(struct ingot_model *m, const int32_t *tokens, int64_t n,
                          float *logits_out);
-/* One decode step, all on the device: forward d->tok at d->pos, then pos +=
- * 1 when advance (else the sampler advances it: ingot_sample_tokens_into);
- * *logits = f32 [1, vocab] in the caller's scope (not copied into
- * d->logits). No host round trip (capturable). */
-ingot_status dev_forward_step(struct ingot_model *m, bool advance, ingot_tensor **logits);
+/* One decode step, all on the device: forward d->tok at d->pos (the
+ * sampler then advances pos: ingot_sample_tokens_into); *logits = f32 [1,
+ * vocab] in the caller's scope (not copied into d->logits). No host round
+ * trip (capturable). */
+ingot_status dev_forward_step(struct ingot_model *m, ingot_tensor **logits);
 /* On a device other than the CPU: forwards of a full prefill chunk, of a
  * short prompt and of a single token, and draws of the sampler, cache and position left as
  * they were (n_past kept; rows past it are rewritten before any read), so

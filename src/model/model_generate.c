@@ -25,35 +25,31 @@
 typedef struct dev_sampler {
   ingot_sample_options o;
   ingot_tensor *hist; /* int32 ring [window] */
-  ingot_tensor *step; /* int64 [1] */
+  ingot_tensor *step; /* int64 [2]: the step, the sampler's arrival counter */
   ingot_graph *graph; /* the captured decode step (NULL: eager) */
   bool use_graph;
-  bool fold; /* the sampler writes d->tok, advances d->pos and keeps its arrival counter in
-              * step[1] (INGOT_SAMPLE_STEP_OLD=1: copy, add and memset apart) */
   ingot_tensor *tok_host; /* pinned int32 [2]: tokens g and g + 1 in flight */
   ingot_event *ready[2];  /* recorded after the copy into tok_host[g % 2] */
 } dev_sampler;
 
-/* d->tok = a token sampled from logits [1, vocab]; with s->fold and advance,
- * d->pos += 1 by the same launch (else the forward step advanced it). */
+/* d->tok = a token sampled from logits [1, vocab]; with advance, d->pos += 1
+ * by the same launch. */
 static ingot_status dev_sample(dev_model *d, dev_sampler *s, const ingot_tensor *logits,
                                bool advance) {
   ingot_scope_begin();
-  ingot_tensor *t = s->fold ? ingot_sample_tokens_into(logits, &s->o, s->hist, s->step, d->tok,
-                                                       advance ? d->pos : NULL)
-                            : ingot_sample_tokens(logits, &s->o, s->hist, s->step);
-  ingot_status st = !t ? ingot_last_status() : s->fold ? INGOT_OK : ingot_copy_(d->tok, t);
+  ingot_tensor *t = ingot_sample_tokens_into(logits, &s->o, s->hist, s->step, d->tok,
+                                             advance ? d->pos : NULL);
+  ingot_status st = t ? INGOT_OK : ingot_last_status();
   ingot_scope_end();
   return st;
 }
 
 /* Forward, then sample straight from the step's logits (no copy into
- * d->logits); the position advances once, in the sampler (fold) or in the
- * forward step. */
+ * d->logits); the sampler advances the position. */
 static ingot_status dev_step(ingot_model *m, dev_sampler *s) {
   ingot_scope_begin();
   ingot_tensor *lg = NULL;
-  ingot_status st = dev_forward_step(m, !s->fold, &lg);
+  ingot_status st = dev_forward_step(m, &lg);
   if (!st) st = dev_sample(m->devm, s, lg, true);
   ingot_scope_end();
   return st;
@@ -87,16 +83,14 @@ static ingot_status dev_sampler_init(ingot_model *m, dev_sampler *s, const ingot
   s->o = *o;
   const char *ng = getenv("INGOT_NO_GRAPH");
   s->use_graph = m->devm->dev.kind != INGOT_DEVICE_CPU && !(ng && *ng && strcmp(ng, "0") != 0);
-  const char *so = getenv("INGOT_SAMPLE_STEP_OLD");
-  s->fold = !(so && !strcmp(so, "1"));
   int32_t *ring = malloc((size_t)win * sizeof *ring);
   if (!ring) return ingot_set_error(INGOT_ERR_OOM, "ingot_generate: out of memory");
   for (int64_t i = 0; i < win; i++) ring[i] = -1;
   for (int64_t j = 0; j < win && j < n; j++) ring[win - 1 - j] = prompt[n - 1 - j];
   s->hist = ingot_from_host(ring, 1, &win, INGOT_I32, m->devm->dev);
   free(ring);
-  /* step[1]: the sampler's arrival counter (no memset a step) with fold */
-  s->step = ingot_zeros(1, (int64_t[]){s->fold ? 2 : 1}, INGOT_I64, m->devm->dev);
+  /* step[1]: the sampler's arrival counter (no memset a step) */
+  s->step = ingot_zeros(1, (int64_t[]){2}, INGOT_I64, m->devm->dev);
   s->tok_host = ingot_empty_pinned(1, (int64_t[]){2}, INGOT_I32);
   for (int i = 0; i < 2; i++) s->ready[i] = ingot_event_create(m->devm->dev, false);
   return s->hist && s->step && s->tok_host && s->ready[0] && s->ready[1] ? INGOT_OK

@@ -1,7 +1,6 @@
 """The M = 1 GEMV over a large weight (>= 4 MiB: an LM head) on CUDA against
-the CPU backend, on both kernels: qgemv_stream_kernel (cp.async ring of 4
-slots: Q8_0 / Q4_K rows; of 3: Q4_1 at K = 576) and, with
-INGOT_QGEMV_HEAD_OLD=1, qgemv_smem_kernel. Odd N (a partial last task, warps
+the CPU backend (qgemv_smem_kernel; a cp.async streaming variant was
+measured no faster on the H200 and removed). Odd N (a partial last task, warps
 with fewer tasks), x at an unaligned address (no float4 staging), a NaN and
 an infinity in x, the norm and the residual fused, the swiglu staging, and
 a CUDA graph replayed on new inputs. Tolerances: test_cuda_nn.py's
@@ -18,16 +17,6 @@ from test_cuda_nn import (abs_deq, check_close, check_fused_close, dev, fused_bo
 
 pytestmark = needs_cuda
 
-PATHS = ["stream", "old"]
-
-
-@pytest.fixture(params=PATHS)
-def path(request, monkeypatch):
-    """Which M = 1 kernel runs (the launcher reads the switch at each launch)."""
-    monkeypatch.setenv("INGOT_QGEMV_HEAD_OLD", "1" if request.param == "old" else "0")
-    return request.param
-
-
 def padded_weight(name, n, k, rng):
     tid, wq = weights_fast(name, n, k, rng)
     return tid, wq, dev(pad_rows(wq, pad16(wq.shape[1]), rng))
@@ -36,7 +25,7 @@ def padded_weight(name, n, k, rng):
 @pytest.mark.parametrize("name,n,k", [("Q8_0", 49152, 576), ("Q4_1", 49152, 576),
                                       ("Q4_K", 12289, 1024), ("Q6_K", 20001, 768),
                                       ("Q8_0", 40961, 608), ("Q8_0", 2051, 2048)])
-def test_head_matches_cpu(path, name, n, k):
+def test_head_matches_cpu(name, n, k):
     """x aligned and at an offset of one float (no float4 staging); Q8_0 at K =
     2048: one row a task."""
     rng = np.random.default_rng(seed(name, n, k, "head2"))
@@ -49,7 +38,7 @@ def test_head_matches_cpu(path, name, n, k):
         check_close(got, want, x, wabs)
 
 
-def test_head_special_values(path):
+def test_head_special_values():
     """A NaN in x poisons every output, an infinity makes them +-inf or NaN as
     on the CPU."""
     rng = np.random.default_rng(seed("head", "special"))
@@ -67,7 +56,7 @@ def test_head_special_values(path):
 
 
 @pytest.mark.parametrize("name,n,k", [("Q8_0", 49152, 576), ("Q4_1", 30001, 576)])
-def test_head_fused_norm_res(path, name, n, k):
+def test_head_fused_norm_res(name, n, k):
     """The model's head: rms_norm of x staged per block; a residual too."""
     rng = np.random.default_rng(seed(name, n, k, "head-fused"))
     tid, wq, wd = padded_weight(name, n, k, rng)
@@ -80,7 +69,7 @@ def test_head_fused_norm_res(path, name, n, k):
         check_fused_close(got, want, x, w64, norm, 1e-6, res)
 
 
-def test_head_swiglu(path):
+def test_head_swiglu():
     """x = gate | up: silu(gate) * up staged, over a weight of 5 MB."""
     rng = np.random.default_rng(seed("head", "glu"))
     k, n = 576, 8191
@@ -93,7 +82,7 @@ def test_head_swiglu(path):
     assert np.all(np.abs(got.astype(np.float64) - want) <= bound)
 
 
-def test_head_graph_replay(path):
+def test_head_graph_replay():
     """Captured once (norm fused), replayed on new inputs."""
     rng = np.random.default_rng(seed("head", "graph"))
     k, n = 576, 49152

@@ -856,39 +856,6 @@ def test_cuda_graph_on_and_off_agree(smol):
         lib.ingot_model_free(m)
 
 
-def test_tensor_sample_step_old_agrees(smol):
-    """The decode step with the sampler writing the token and advancing the
-    position (ingot_sample_tokens_into) and with the old copy + add
-    (INGOT_SAMPLE_STEP_OLD=1): the same tokens, on the CPU tensor path."""
-    m = load(smol, "tensor")
-    try:
-        ids = tokenize(m, PROMPTS[0])
-        with EnvSet(INGOT_SAMPLE_STEP_OLD="1"):
-            old = (generate(m, ids, 12), generate(m, ids, 8, **SAMPLED))
-        new = (generate(m, ids, 12), generate(m, ids, 8, **SAMPLED))
-        assert new == old and len(new[0]) == 12
-    finally:
-        lib.ingot_model_free(m)
-
-
-@needs_cuda
-def test_cuda_sample_step_old_agrees(smol):
-    """As above on cuda:0, replayed from the graph and eagerly."""
-    m = load(smol, "cuda")
-    try:
-        ids = tokenize(m, PROMPTS[0])
-        runs = {}
-        for old in ("1", "0"):
-            with EnvSet(INGOT_SAMPLE_STEP_OLD=old):
-                with EnvSet(INGOT_NO_GRAPH="1"):
-                    eager = (generate(m, ids, 48), generate(m, ids, 48, **SAMPLED))
-                runs[old] = (eager, (generate(m, ids, 48), generate(m, ids, 48, **SAMPLED)))
-        assert runs["0"] == runs["1"]
-        assert runs["0"][0] == runs["0"][1] and len(runs["0"][0][0]) == 48
-    finally:
-        lib.ingot_model_free(m)
-
-
 def decode_tokens(path):
     """Greedy and sampled tokens on cuda:0, through the graph and eagerly."""
     m = load(path, "cuda")
