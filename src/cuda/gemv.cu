@@ -147,6 +147,34 @@ struct Tune {
   static constexpr int U = R <= 4 ? 4 : 2;  // chunks per column in flight
 };
 
+// acc[cc][r] += chunk c of weight column cc (the 16 bytes wv[cc]) . the same
+// chunk of staged X row r (interleaved layout: piece q of chunk c at
+// (q * nch + c) * 4), for the C columns and R rows of a tile.
+template <class WT, int R, int C>
+__device__ __forceinline__ void fma_chunk(const uint4 (&wv)[C], const float *xs, int64_t xrow,
+                                          int64_t nch, int64_t c, float (&acc)[C][R]) {
+  constexpr int VEC = Wfmt<WT>::VEC;
+#pragma unroll
+  for (int q = 0; q < VEC / 4; q++) {
+    float4 xv[R];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+      xv[r] = *reinterpret_cast<const float4 *>(xs + r * xrow + (q * nch + c) * 4);
+#pragma unroll
+    for (int cc = 0; cc < C; cc++) {
+      float f[4];
+      Wfmt<WT>::piece(wv[cc], q, f);
+#pragma unroll
+      for (int r = 0; r < R; r++) {
+        acc[cc][r] = fmaf(f[0], xv[r].x, acc[cc][r]);
+        acc[cc][r] = fmaf(f[1], xv[r].y, acc[cc][r]);
+        acc[cc][r] = fmaf(f[2], xv[r].z, acc[cc][r]);
+        acc[cc][r] = fmaf(f[3], xv[r].w, acc[cc][r]);
+      }
+    }
+  }
+}
+
 template <class WT, int R>
 __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
   constexpr int VEC = Wfmt<WT>::VEC, C = Tune<WT, R>::C, U = Tune<WT, R>::U;
@@ -221,25 +249,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
         for (int u = 0; u < U; u++) {
           const int64_t c = c0 + (int64_t)u * S;
           if (c >= nfull) break;
-#pragma unroll
-          for (int q = 0; q < VEC / 4; q++) {
-            float4 xv[R];
-#pragma unroll
-            for (int r = 0; r < R; r++)
-              xv[r] = *reinterpret_cast<const float4 *>(xs + r * xrow + (q * nch + c) * 4);
-#pragma unroll
-            for (int cc = 0; cc < C; cc++) {
-              float f[4];
-              Wfmt<WT>::piece(wv[u][cc], q, f);
-#pragma unroll
-              for (int r = 0; r < R; r++) {
-                acc[cc][r] = fmaf(f[0], xv[r].x, acc[cc][r]);
-                acc[cc][r] = fmaf(f[1], xv[r].y, acc[cc][r]);
-                acc[cc][r] = fmaf(f[2], xv[r].z, acc[cc][r]);
-                acc[cc][r] = fmaf(f[3], xv[r].w, acc[cc][r]);
-              }
-            }
-          }
+          fma_chunk<WT, R, C>(wv[u], xs, xrow, nch, c, acc);
         }
       }
     }
@@ -492,25 +502,7 @@ __global__ void __launch_bounds__(kThreads, C *R <= 8 ? 2 : 1) gemvx_kernel(Gemv
     for (int u = 0; u < U; u++) {
       const int64_t c = s0 + lane + (int64_t)u * 32;
       if (c < nch) {
-#pragma unroll
-        for (int q = 0; q < VEC / 4; q++) {
-          float4 xv[R];
-#pragma unroll
-          for (int r = 0; r < R; r++)
-            xv[r] = *reinterpret_cast<const float4 *>(xs + r * xrow + (q * nch + c) * 4);
-#pragma unroll
-          for (int cc = 0; cc < C; cc++) {
-            float f[4];
-            Wfmt<WT>::piece(wv[u][cc], q, f);
-#pragma unroll
-            for (int r = 0; r < R; r++) {
-              acc[cc][r] = fmaf(f[0], xv[r].x, acc[cc][r]);
-              acc[cc][r] = fmaf(f[1], xv[r].y, acc[cc][r]);
-              acc[cc][r] = fmaf(f[2], xv[r].z, acc[cc][r]);
-              acc[cc][r] = fmaf(f[3], xv[r].w, acc[cc][r]);
-            }
-          }
-        }
+        fma_chunk<WT, R, C>(wv[u], xs, xrow, nch, c, acc);
       }
     }
     s0 += 32 * U;
