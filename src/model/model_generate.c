@@ -37,8 +37,8 @@ typedef struct dev_sampler {
 static ingot_status dev_sample(dev_model *d, dev_sampler *s, const ingot_tensor *logits,
                                bool advance) {
   ingot_scope_begin();
-  ingot_tensor *t = ingot_sample_tokens_into(logits, &s->o, s->hist, s->step, d->tok,
-                                             advance ? d->pos : NULL);
+  ingot_tensor *t =
+      ingot_sample_tokens_into(logits, &s->o, s->hist, s->step, d->tok, advance ? d->pos : NULL);
   ingot_status st = t ? INGOT_OK : ingot_last_status();
   ingot_scope_end();
   return st;
