@@ -612,6 +612,9 @@ ingot_status launch_tiles(K kern, GemvParams &p, int dev, cudaStream_t s, size_t
   int64_t blocks = (tiles + kWarps - 1) / kWarps;
   if (blocks > cap) blocks = cap;
   if (blocks < 1) blocks = 1;
+  // A plain launch (PDL off: this family's default) starts after the kernel
+  // before has finished, so any W may be loaded before the (no-op) wait.
+  if (!pdl_enabled()) p.w_early = true;
   return cuda_check(launch_pdl(kern, dim3((unsigned)blocks), dim3(kThreads), smem, s, p), what);
 }
 
