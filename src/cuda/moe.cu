@@ -6,10 +6,14 @@
 //   rounds of a warp arg-max (NaN largest, ties to the lower id), a warp sum
 //   of expf(x - max) in a fixed order, lanes write the weights.
 // ROUTE with the router (ingot_moe_route_linear), T <= 8, E <= 1024: one
-//   cluster of 8 blocks; each stages x and dots its share of router rows,
-//   the logits go to block 0's shared memory (distributed shared memory),
-//   and after the cluster barrier block 0's warp t routes token t. Larger:
-//   a logits kernel (a warp per logit) into scratch, then the route kernel.
+//   cluster of 8 blocks; each owns a contiguous share of the router rows,
+//   loads its first batch of them before pdl_wait (weights only), stages x,
+//   sums its rows' dots over the block, and writes the logits to block 0's
+//   shared memory (distributed shared memory); after the cluster barrier
+//   block 0's warp t routes token t (router_split_kernel; INGOT_MOE_OLD=1:
+//   router_route_kernel, warps striding over the rows after the staging and
+//   a cluster barrier). Larger: a logits kernel (a warp per logit) into
+//   scratch, then the route kernel.
 // GATE_UP / DOWN for T <= 8 (decode): expert GEMV kernels that read only the
 //   chosen experts' rows with 16-byte streaming loads and f32 accumulation;
 //   an expert chosen by several tokens is read once and applied to all of
@@ -46,8 +50,10 @@
 //   before it (their rows depend on the ids), so they only wait. Each grid is
 //   one wave, so every block lets the next kernel launch right after its wait.
 // ROUTE with a norm (ingot_moe_route_linear_norm): the cluster's blocks each
-//   normalise their staged x in shared memory (block 0 writes it out as xn
-//   for the expert kernels); the fallback normalises into xn first.
+//   reduce the staged x's sums of squares and normalise on the fly as they
+//   dot (the old kernel: in shared memory first); the blocks write xn (for
+//   the expert kernels) in interleaved shares. The fallback normalises into
+//   xn first.
 // Out-of-range ids never read out of bounds: their h rows (gate_up) or their
 // token's y row (down) are NaN.
 #include <cooperative_groups.h>
@@ -86,6 +92,36 @@ __device__ __forceinline__ bool route_better(float a, int ia, float b, int ib) {
   return a > b || (a == b && ia < ib);
 }
 
+// The softmax weights of a warp's k choices (id[0..k) written, all lanes
+// alike; first = id[0], mine = id[lane] kept in registers): expf(x - max) over
+// the E logits rs summed in a fixed order, renormalised over the k if asked.
+__device__ void route_weights(const float *rs, int E, int k, bool renorm, int first, int mine,
+                              float *w, const int32_t *id) {
+  const int lane = threadIdx.x % 32;
+  const float m = rs[first];
+  float s = 0.f;
+  for (int e = lane; e < E; e += 32) s += expf(rs[e] - m);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  // Weight `lane` stays in a register; choices past 32 (k > 32) go through w.
+  float ks = 0.f, wl = 0.f;
+  for (int j = lane; j < k; j += 32) {
+    const float v = expf(rs[j == lane ? mine : id[j]] - m) / s;
+    ks += v;
+    if (j == lane)
+      wl = v;
+    else
+      w[j] = v;
+  }
+  if (renorm)
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ks += __shfl_xor_sync(0xffffffffu, ks, o);
+  for (int j = lane; j < k; j += 32) {
+    const float v = j == lane ? wl : w[j];
+    w[j] = renorm ? v / ks : v;
+  }
+}
+
 // One warp routes one token: rs = its E logits as f32 and taken = E zero
 // flags, both in shared memory and visible to the warp; w, id its k outputs.
 __device__ void route_warp(const float *rs, unsigned char *taken, int E, int k, bool renorm,
@@ -109,28 +145,45 @@ __device__ void route_warp(const float *rs, unsigned char *taken, int E, int k, 
     if (lane == 0) taken[bi] = 1, id[j] = bi;
     __syncwarp();
   }
-  const float m = rs[first];
-  float s = 0.f;
-  for (int e = lane; e < E; e += 32) s += expf(rs[e] - m);
+  route_weights(rs, E, k, renorm, first, mine, w, id);
+}
+
+// route_better as one integer order: (value's order, then the lower id) in a
+// 64-bit key; NaN above +inf, -0 equal to +0; 0 < key < ~0 (0: none, ~0:
+// above every key). Checked against route_better on NaN / inf / +-0 / ties.
+__device__ __forceinline__ unsigned long long route_key(float v, int e) {
+  const uint32_t b = v == 0.f ? 0u : __float_as_uint(v);
+  const uint32_t ord = isnan(v) ? 0xffffffffu : b >> 31 ? ~b : b | 0x80000000u;
+  return (unsigned long long)ord << 32 | (0xfffffffeu - (uint32_t)e);
+}
+
+// route_warp with keys: the keys are distinct, so round j's choice is the
+// largest key below round j-1's (no taken flags), one 64-bit max a step.
+// The same choices as route_warp (the split router's; the old kernels keep
+// route_warp until both are measured).
+__device__ void route_warp_keys(const float *rs, int E, int k, bool renorm, float *w, int32_t *id) {
+  const int lane = threadIdx.x % 32;
+  int first = 0, mine = 0;
+  unsigned long long prev = ~0ull;
+  for (int j = 0; j < k; j++) {
+    unsigned long long best = 0;
+    for (int e = lane; e < E; e += 32) {
+      const unsigned long long key = route_key(rs[e], e);
+      if (key < prev && key > best) best = key;
+    }
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-  // Weight `lane` stays in a register; choices past 32 (k > 32) go through w.
-  float ks = 0.f, wl = 0.f;
-  for (int j = lane; j < k; j += 32) {
-    const float v = expf(rs[j == lane ? mine : id[j]] - m) / s;
-    ks += v;
-    if (j == lane)
-      wl = v;
-    else
-      w[j] = v;
+    for (int o = 16; o > 0; o >>= 1) {
+      const unsigned long long other = __shfl_xor_sync(0xffffffffu, best, o);
+      if (other > best) best = other;
+    }
+    const int bi = (int)(0xfffffffeu - (uint32_t)best);
+    prev = best;
+    if (j == 0) first = bi;
+    if (j == lane) mine = bi;
+    if (lane == 0) id[j] = bi;
   }
-  if (renorm)
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) ks += __shfl_xor_sync(0xffffffffu, ks, o);
-  for (int j = lane; j < k; j += 32) {
-    const float v = j == lane ? wl : w[j];
-    w[j] = renorm ? v / ks : v;
-  }
+  __syncwarp();  // id visible to the warp (route_weights reads choices past 32)
+  route_weights(rs, E, k, renorm, first, mine, w, id);
 }
 
 // A warp per token (blocks of one warp: no barriers, E limited only by shared memory).
@@ -733,6 +786,178 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
              p.ids + warp * p.k);
 }
 
+// ---- the split router (default; INGOT_MOE_OLD=1: router_route_kernel) ----
+// The old kernel's time went to serial steps before any weight byte moved:
+// ids of the weights only after x was staged and normalised (a warp-serial
+// sum of squares, int64 index maths) and a cluster barrier. Here each block
+// of the cluster owns a contiguous share of the router rows and issues its
+// first batch of 16-byte loads (all of them at the qwen shape: 16 rows x one
+// chunk a thread, 64 KB a block) BEFORE pdl_wait: the weights are immutable,
+// so their DRAM latency hides behind the kernel before. x is then staged,
+// the norm's sums of squares are block reductions, the normalised x is made
+// on the fly from the staged x (same rounding as RMS_NORM: (x * inv) * w),
+// and the block sums its rows' dots in shared memory before writing the
+// logits into block 0 (distributed shared memory).
+
+// Router rows of one load batch (one chunk a thread each): fewer when there
+// are more tokens, to bound the accumulators (rows x tokens) in registers.
+template <int NT>
+constexpr int split_rows() {
+  return NT == 1 ? 16 : NT == 2 ? 8 : 4;
+}
+
+// Batch b of a block's rows [e0, e1): row group b / steps (RB rows from
+// e0 + group * RB), chunk (b % steps) * kThreads + thread. Loads v[r] (zero
+// where past the rows or the chunks). vec only.
+template <class WT, int RB>
+__device__ __forceinline__ void split_load(const RouterParams &p, int e0, int e1, int64_t nch,
+                                           int64_t steps, int64_t b, uint4 (&v)[RB]) {
+  const int64_t g = b / steps, c = (b - g * steps) * kThreads + threadIdx.x;
+  const WT *w = static_cast<const WT *>(p.w);
+#pragma unroll
+  for (int r = 0; r < RB; r++) {
+    const int64_t e = e0 + g * RB + r;
+    v[r] = e < e1 && c < nch ? ld_stream(reinterpret_cast<const uint4 *>(w + e * p.D) + c)
+                             : make_uint4(0, 0, 0, 0);
+  }
+}
+
+// 1 / rms of each staged token row (any order of the row: a permutation of
+// it), as the RMS_NORM kernel: 1 / sqrtf(ss / D + eps). Every thread calls it.
+template <int NT>
+__device__ void staged_inv(const float *xs, const RouterParams &p, float *inv) {
+  __shared__ float part[kWarps][NT];
+  float ss[NT];
+#pragma unroll
+  for (int t = 0; t < NT; t++) {
+    ss[t] = 0.f;
+    if (t < p.T)
+      for (int64_t i = threadIdx.x; i < p.D; i += kThreads)
+        ss[t] = fmaf(xs[t * p.D + i], xs[t * p.D + i], ss[t]);
+  }
+  warp_sum<NT>(ss);
+  if (threadIdx.x % 32 == 0)
+#pragma unroll
+    for (int t = 0; t < NT; t++) part[threadIdx.x / 32][t] = ss[t];
+  __syncthreads();
+  if ((int)threadIdx.x < p.T) {
+    float s = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; w++) s += part[w][threadIdx.x];
+    inv[threadIdx.x] = 1.0f / sqrtf(s / (float)p.D + p.eps);
+  }
+  __syncthreads();
+}
+
+template <class WT, int NT>
+__global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
+    router_split_kernel(RouterParams p) {
+  constexpr int VEC = Wfmt<WT>::VEC, RB = split_rows<NT>();
+  extern __shared__ float4 smem4[];
+  float *xs = reinterpret_cast<float *>(smem4);  // [T][D]
+  float *lg = xs + p.T * p.D;                    // [T][E] (block 0's are used)
+  __shared__ float red[kWarps][RB * NT];
+  __shared__ float inv[NT];
+  cg::cluster_group cluster = cg::this_cluster();
+  const int rank = (int)cluster.block_rank(), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float *lg0 = cluster.map_shared_rank(lg, 0);
+  const int rpb = (p.E + kCluster - 1) / kCluster, e0 = min(p.E, rank * rpb),
+            e1 = min(p.E, e0 + rpb);
+  const int64_t D = p.D, nch = p.vec ? D / VEC : D, steps = (nch + kThreads - 1) / kThreads;
+  const int64_t nb = (int64_t)((e1 - e0 + RB - 1) / RB) * steps;
+  uint4 v[RB];
+  if (p.vec) {  // weights only before pdl_wait
+    if (threadIdx.x == 0 && e1 > e0 && nb > 1)
+      prefetch_l2(static_cast<const WT *>(p.w) + (int64_t)e0 * D,
+                  (int64_t)(e1 - e0) * D * (int64_t)sizeof(WT));
+    if (nb > 0) split_load<WT, RB>(p, e0, e1, nch, steps, 0, v);
+  }
+  pdl_wait();  // x comes from the kernel before
+  pdl_launch_dependents();
+  stage_rows<VEC>(xs, p.x, p.x_dt, p.T, (int)D, p.vec);
+  __syncthreads();  // x staged
+  if (p.norm) {
+    staged_inv<NT>(xs, p, inv);
+    // xn, natural order, the cluster's blocks taking interleaved shares.
+    for (int i = rank * kThreads + threadIdx.x; i < p.T * (int)D; i += kCluster * kThreads) {
+      const int t = i / (int)D, kk = i - t * (int)D;
+      p.xn[i] = __fmul_rn(__fmul_rn(xs[t * D + sidx<VEC>(kk, nch, p.vec)], inv[t]), p.norm[kk]);
+    }
+  }
+  cluster.sync();  // every block of the cluster running before any remote write
+  float acc[RB][NT] = {};
+  for (int64_t b = 0; b < nb; b++) {
+    const int64_t g = b / steps, cs = b - g * steps, c = cs * kThreads + threadIdx.x;
+    if (cs == 0)
+#pragma unroll
+      for (int r = 0; r < RB; r++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) acc[r][t] = 0.f;
+    if (p.vec) {
+      if (b > 0) split_load<WT, RB>(p, e0, e1, nch, steps, b, v);
+      if (c < nch)
+#pragma unroll
+        for (int q = 0; q < VEC / 4; q++)
+#pragma unroll
+          for (int t = 0; t < NT; t++) {
+            if (t >= p.T) break;
+            float4 xv = *reinterpret_cast<const float4 *>(xs + t * D + (q * nch + c) * 4);
+            if (p.norm) {
+              const float *nw = p.norm + c * VEC + q * 4;  // scalar loads: any alignment
+              xv.x = __fmul_rn(__fmul_rn(xv.x, inv[t]), nw[0]);
+              xv.y = __fmul_rn(__fmul_rn(xv.y, inv[t]), nw[1]);
+              xv.z = __fmul_rn(__fmul_rn(xv.z, inv[t]), nw[2]);
+              xv.w = __fmul_rn(__fmul_rn(xv.w, inv[t]), nw[3]);
+            }
+#pragma unroll
+            for (int r = 0; r < RB; r++) {
+              float f[4];
+              Wfmt<WT>::piece(v[r], q, f);
+              acc[r][t] = fmaf(f[0], xv.x, acc[r][t]), acc[r][t] = fmaf(f[1], xv.y, acc[r][t]);
+              acc[r][t] = fmaf(f[2], xv.z, acc[r][t]), acc[r][t] = fmaf(f[3], xv.w, acc[r][t]);
+            }
+          }
+    } else if (c < nch) {  // scalar: chunk c is element c
+      const WT *w = static_cast<const WT *>(p.w);
+#pragma unroll
+      for (int r = 0; r < RB; r++) {
+        const int64_t e = e0 + g * RB + r;
+        if (e >= e1) break;
+        const float wv = to_acc(w[e * D + c]);
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+          if (t >= p.T) break;
+          float xv = xs[t * D + c];
+          if (p.norm) xv = __fmul_rn(__fmul_rn(xv, inv[t]), p.norm[c]);
+          acc[r][t] = fmaf(wv, xv, acc[r][t]);
+        }
+      }
+    }
+    if (cs != steps - 1) continue;
+      // The group's dots: warp sums, then the warps' partials in a fixed order.
+#pragma unroll
+    for (int r = 0; r < RB; r++) warp_sum<NT>(acc[r]);
+    if (lane == 0)
+#pragma unroll
+      for (int r = 0; r < RB; r++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) red[warp][r * NT + t] = acc[r][t];
+    __syncthreads();
+    if ((int)threadIdx.x < RB * NT) {
+      const int r = threadIdx.x / NT, t = threadIdx.x % NT;
+      const int64_t e = e0 + g * RB + r;
+      float s = 0.f;
+#pragma unroll
+      for (int w = 0; w < kWarps; w++) s += red[w][threadIdx.x];
+      if (t < p.T && e < e1) lg0[t * p.E + e] = s;
+    }
+    __syncthreads();  // red is reused by the next group
+  }
+  cluster.sync();  // every logit written and visible to block 0
+  if (rank != 0 || warp >= p.T) return;
+  route_warp_keys(lg + warp * p.E, p.E, p.k, p.renorm, p.wout + warp * p.k, p.ids + warp * p.k);
+}
+
 // Any T or E: a warp per (token, expert) logit into logits [T, E] f32; the
 // route kernel follows.
 template <class WT>
@@ -890,6 +1115,13 @@ __global__ void sum_slots_kernel(const float *part, const int32_t *ids, int k, i
 
 int pow2_tokens(int T) { return T <= 1 ? 1 : T <= 2 ? 2 : T <= 4 ? 4 : 8; }
 
+// INGOT_MOE_OLD=1: the previous decode kernels (router_route_kernel), kept
+// until both are measured on the H200. Read at every call (tests switch it).
+bool moe_old() {
+  const char *e = getenv("INGOT_MOE_OLD");
+  return e && *e && strcmp(e, "0") != 0;
+}
+
 template <class K>
 ingot_status launch_smem(K kern, dim3 grid, size_t smem, cudaStream_t s, const MoeParams &p,
                          const char *what) {
@@ -997,7 +1229,20 @@ template <class WT>
 ingot_status route_linear(const RouterParams &p, int dev, cudaStream_t s) {
   const size_t smem = (size_t)p.T * (size_t)p.D * sizeof(float) + (size_t)p.T * p.E * 5;
   if (p.T <= kGemvTokens && p.E <= kClusterMaxE && smem <= kGemvSmem) {
-    auto kern = router_route_kernel<WT>;
+    void (*kern)(RouterParams) = router_route_kernel<WT>;
+    if (!moe_old()) switch (pow2_tokens(p.T)) {
+        case 1:
+          kern = router_split_kernel<WT, 1>;
+          break;
+        case 2:
+          kern = router_split_kernel<WT, 2>;
+          break;
+        case 4:
+          kern = router_split_kernel<WT, 4>;
+          break;
+        default:
+          kern = router_split_kernel<WT, 8>;
+      }
     if (smem > 48 * 1024) {
       ingot_status st = cuda_check(
           cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),

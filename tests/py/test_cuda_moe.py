@@ -16,7 +16,11 @@ rows shorter than a warp's stride (I 40); ingot_moe_experts (gate_up with the
 down weight as L2 prefetch hint, with and without 16-byte expert sizes, bad
 ids); ingot_moe_route_linear (the router cluster kernel for T <= 8 and
 E <= 1024, the logits kernel + route otherwise, strided operands, special
-values) and the fused layer (route_linear + experts) in a graph.
+values) and the fused layer (route_linear + experts) in a graph. Every test
+runs twice: on the current decode kernels (the split router) and with
+INGOT_MOE_OLD=1 (the previous router cluster kernel), until both are measured;
+the split router's batching (several chunk steps and row groups, blocks
+without rows, uneven splits) in test_route_linear_split_batches.
 
 Tolerances: ids must be equal (both devices select by the f32 logits, no
 arithmetic). Routing weights rtol 1e-5 (expf and the sum order differ).
@@ -46,6 +50,13 @@ declare({
     "ingot_graph_destroy": (None, [P]),
     "ingot_synchronize": (ctypes.c_int, [Device]),
 })
+
+
+@pytest.fixture(autouse=True, params=["new", "old"])
+def moe_path(request, monkeypatch):
+    """Every test on the current decode kernels (the split router) and on the
+    previous ones (INGOT_MOE_OLD=1), kept until both are measured."""
+    monkeypatch.setenv("INGOT_MOE_OLD", "1" if request.param == "old" else "0")
 
 
 def opt(t):
@@ -115,6 +126,27 @@ def test_route_linear_norm(rdt, E, k, D, T):
              renorm, OUT_SLOT, OUT_SLOT, OUT_SLOT, tol=(2e-5, 1e-6))
     diff("ingot_moe_route_linear_norm", transposed(x), tensor(norm), 1e-6, transposed(router), k,
          True, OUT_SLOT, OUT_SLOT, OUT_SLOT, tol=(2e-5, 1e-6))
+
+
+@pytest.mark.parametrize("rdt", [F32, BF16], ids=lambda d: NAMES[d])
+@pytest.mark.parametrize("E,k,D", [(4, 2, 4096), (13, 3, 2048), (1024, 8, 4096), (129, 8, 40)])
+@pytest.mark.parametrize("T", [1, 2, 5, 8])
+@pytest.mark.parametrize("norm", [False, True])
+def test_route_linear_split_batches(rdt, E, k, D, T, norm):
+    # The split router's batches: D 4096 (bf16) / 2048+ (f32) take several
+    # chunk steps a row group, E 1024 several row groups a block (16, 8 or 4
+    # rows by T), E 4 and 13 leave blocks of the cluster without rows (they
+    # still write their share of xn), D 40 bf16 rows are 80 bytes (vector
+    # loads) and E 129 an uneven split. Tolerances as test_route_linear(_norm).
+    x = (RNG.standard_normal((T, D)) * 3).astype(np.float32)
+    nw = RNG.uniform(0.5, 1.5, D).astype(np.float32)
+    router = (RNG.standard_normal((E, D)) * (3 / D ** 0.5)).astype(rdt)
+    if norm:
+        diff("ingot_moe_route_linear_norm", tensor(x), tensor(nw), 1e-6, tensor(router), k, True,
+             OUT_SLOT, OUT_SLOT, OUT_SLOT, tol=(2e-5, 1e-6))
+    else:
+        diff("ingot_moe_route_linear", tensor(x), tensor(router), k, True, OUT_SLOT, OUT_SLOT,
+             tol=(2e-5, 1e-7))
 
 
 def test_route_linear_norm_special_values():
