@@ -4,6 +4,7 @@
 #include <string.h>
 #include <threads.h>
 
+#include "env.h"
 #include "internal.h"
 
 static const ingot_backend *registry[INGOT_DEVICE_KIND_COUNT];
@@ -161,10 +162,7 @@ ingot_status copy_bytes(ingot_device dst_dev, void *dst, ingot_device src_dev, c
 }
 
 /* ---- dispatch ---- */
-static bool fallback_enabled(void) {
-  const char *v = getenv("INGOT_ENABLE_CPU_FALLBACK");
-  return v && v[0] && strcmp(v, "0") != 0;
-}
+static bool fallback_enabled(void) { return ingot_env_on("INGOT_ENABLE_CPU_FALLBACK"); }
 
 static atomic_uchar warned[INGOT_OP_COUNT];
 

@@ -93,7 +93,7 @@ struct GemvParams {
   bool xvec;          // gemvx_kernel: every f32 X row start is 16-byte aligned (float4 loads)
   const float *norm;  // gemvx_kernel: NULL, or RMS norm weight [k] applied to X first
   float eps;
-  bool w_early;  // W is immutable (QMATMUL's weights): loaded before pdl_wait
+  bool w_early;  // W loaded before pdl_wait: immutable (QMATMUL) or no PDL launch
 };
 
 __device__ __forceinline__ float load_f(const void *p, int dt, int64_t i) {
@@ -612,9 +612,6 @@ ingot_status launch_tiles(K kern, GemvParams &p, int dev, cudaStream_t s, size_t
   int64_t blocks = (tiles + kWarps - 1) / kWarps;
   if (blocks > cap) blocks = cap;
   if (blocks < 1) blocks = 1;
-  // A plain launch (PDL off: this family's default) starts after the kernel
-  // before has finished, so any W may be loaded before the (no-op) wait.
-  if (!pdl_enabled()) p.w_early = true;
   return cuda_check(launch_pdl(kern, dim3((unsigned)blocks), dim3(kThreads), smem, s, p), what);
 }
 
@@ -666,6 +663,12 @@ ingot_status launch_x(GemvParams &p, int dev, cudaStream_t s, bool *used) {
   if (p.rows <= 4) return launch_xc<WT, 4, 2>(p, dev, s, used);
   return launch_xc<WT, 8, 4>(p, dev, s, used);
 }
+
+// Cases of cuda_common.cuh's CUDA_CASE for the float weight dtypes.
+#define GEMV_FLOAT_WEIGHTS(...)                                                                \
+  CUDA_CASE(INGOT_F32, float, __VA_ARGS__)                                                     \
+  CUDA_CASE(INGOT_BF16, bf16_t, __VA_ARGS__)                                                   \
+  CUDA_CASE(INGOT_F16, f16_t, __VA_ARGS__)
 
 int vec_of(ingot_dtype dt) {
   switch (dt) {
@@ -733,15 +736,7 @@ ingot_status run(GemvParams &p, ingot_dtype wdt, const ingot_tensor *wt, ingot_t
     p.xvec = (uintptr_t)p.x % 16 == 0 && p.xsn % 4 == 0 && p.xsb % 4 == 0;
     bool used = false;
     switch (wdt) {
-      case INGOT_F32:
-        st = launch_x<float>(p, dev, s, &used);
-        break;
-      case INGOT_BF16:
-        st = launch_x<bf16_t>(p, dev, s, &used);
-        break;
-      case INGOT_F16:
-        st = launch_x<f16_t>(p, dev, s, &used);
-        break;
+      GEMV_FLOAT_WEIGHTS(st = launch_x<scalar_t>(p, dev, s, &used))
       default:
         break;
     }
@@ -755,31 +750,15 @@ ingot_status run(GemvParams &p, ingot_dtype wdt, const ingot_tensor *wt, ingot_t
       p.xsk == 1 && (uintptr_t)p.x % 16 == 0 && (size_t)p.nch * 16 <= 48 * 1024) {
     bool used = false;
     switch (wdt) {
-      case INGOT_F32:
-        st = launch_1<float>(p, dev, s, &used);
-        break;
-      case INGOT_BF16:
-        st = launch_1<bf16_t>(p, dev, s, &used);
-        break;
-      case INGOT_F16:
-        st = launch_1<f16_t>(p, dev, s, &used);
-        break;
+      GEMV_FLOAT_WEIGHTS(st = launch_1<scalar_t>(p, dev, s, &used))
       default:
         break;
     }
     if (st || used) return st;
   }
   switch (wdt) {
-    case INGOT_F32:
-      return launch_w<float>(p, dev, s);
-    case INGOT_BF16:
-      return launch_w<bf16_t>(p, dev, s);
-    case INGOT_F16:
-      return launch_w<f16_t>(p, dev, s);
-    case INGOT_F8E4M3FN:
-      return launch_w<f8e4m3_t>(p, dev, s);
-    case INGOT_F8E5M2:
-      return launch_w<f8e5m2_t>(p, dev, s);
+    GEMV_FLOAT_WEIGHTS(return launch_w<scalar_t>(p, dev, s))
+    CUDA_CASES_F8(return launch_w<scalar_t>(p, dev, s))
     default:
       *done = false;
       return INGOT_OK;
@@ -789,6 +768,9 @@ ingot_status run(GemvParams &p, ingot_dtype wdt, const ingot_tensor *wt, ingot_t
 GemvParams base_params() {
   GemvParams p;
   memset(&p, 0, sizeof p);
+  // A plain launch (PDL off: this family's default) starts after the kernel
+  // before has finished, so any W may be loaded before the (no-op) wait.
+  p.w_early = !pdl_enabled();
   return p;
 }
 

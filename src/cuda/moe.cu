@@ -65,6 +65,7 @@
 // families plain, 214 with PDL (the early launches crowd these multi-wave
 // grids); INGOT_PDL=moe turns it on.
 #define PDL_DEFAULT_OFF 1
+#include "../core/env.h"
 #include "pdl.cuh"
 #include "weight_chunk.cuh"
 
@@ -1117,10 +1118,7 @@ int pow2_tokens(int T) { return T <= 1 ? 1 : T <= 2 ? 2 : T <= 4 ? 4 : 8; }
 
 // INGOT_MOE_OLD=1: the previous decode kernels (router_route_kernel), kept
 // until both are measured on the H200. Read at every call (tests switch it).
-bool moe_old() {
-  const char *e = getenv("INGOT_MOE_OLD");
-  return e && *e && strcmp(e, "0") != 0;
-}
+bool moe_old() { return ingot_env_on("INGOT_MOE_OLD"); }
 
 template <class K>
 ingot_status launch_smem(K kern, dim3 grid, size_t smem, cudaStream_t s, const MoeParams &p,

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/env.h"
 #include "cuda_common.cuh"
 #include "ggml_blocks.cuh"
 
@@ -66,10 +67,7 @@ bool rows_aligned(int type, const void *w, int64_t rs) {
   return (uintptr_t)w % (uintptr_t)a == 0 && rs % a == 0;
 }
 
-bool f32_forced() {
-  const char *e = getenv("INGOT_PREFILL_F32");
-  return e && *e && strcmp(e, "0") != 0;
-}
+bool f32_forced() { return ingot_env_on("INGOT_PREFILL_F32"); }
 
 }  // namespace
 

@@ -23,6 +23,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "../core/env.h"
 #include "cuda_common.cuh"
 
 constexpr int kRowClusterBlocks = 8;      // portable cluster size
@@ -77,10 +78,7 @@ static inline std::atomic<int> *row_cluster_refused() {
 }
 // False after a refusal, or with INGOT_NO_ROW_CLUSTER=1 (read once: A/B measurements).
 static inline bool row_cluster_usable(int dev) {
-  static const bool off = [] {
-    const char *e = getenv("INGOT_NO_ROW_CLUSTER");
-    return e && *e && *e != '0';
-  }();
+  static const bool off = ingot_env_on("INGOT_NO_ROW_CLUSTER");
   return !off && dev >= 0 && dev < 64 &&
          row_cluster_refused()[dev].load(std::memory_order_relaxed) == 0;
 }

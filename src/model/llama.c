@@ -16,6 +16,7 @@
 #include "ingot/quant.h"
 #include "ingot/tokenizer.h"
 #include "forward_dev.h"
+#include "../core/env.h"
 #include "model_internal.h"
 #include "quant_q8.h"
 
@@ -429,8 +430,7 @@ ingot_model *ingot_model_load_ex(const char *path, ingot_device dev,
   if (!backend_for(dev)) return fail_in("ingot_model_load");
   ingot_model *m = calloc(1, sizeof *m);
   if (!m) return ingot_fail(INGOT_ERR_OOM, "ingot_model_load: out of memory");
-  const char *exact = getenv("INGOT_EXACT_MATVEC");
-  m->exact_matvec = (opts && opts->exact_matvec) || (exact && *exact && strcmp(exact, "0") != 0);
+  m->exact_matvec = (opts && opts->exact_matvec) || ingot_env_on("INGOT_EXACT_MATVEC");
   m->path = strdup(path);
   if (!m->path) {
     free(m);
@@ -444,9 +444,8 @@ ingot_model *ingot_model_load_ex(const char *path, ingot_device dev,
     goto fail;
   int64_t cap = opts && opts->max_ctx > 0 ? opts->max_ctx : DEFAULT_CTX;
   m->cfg.ctx = m->cfg.ctx_train < cap ? m->cfg.ctx_train : cap;
-  const char *tf = getenv("INGOT_TENSOR_FORWARD");
   bool tensor_forward = dev.kind != INGOT_DEVICE_CPU || (opts && opts->tensor_forward) ||
-                        (tf && *tf && strcmp(tf, "0") != 0);
+                        ingot_env_on("INGOT_TENSOR_FORWARD");
   if (tensor_forward ? !dev_model_init(m, dev) : !alloc_buffers(m)) goto fail;
   if (!hf) m->tok = ingot_tokenizer_from_gguf(m->g);
   if (!m->tok) goto fail;

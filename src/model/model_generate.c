@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "../core/internal.h"
+#include "../core/env.h"
 #include "forward_dev.h"
 #include "model_internal.h"
 
@@ -81,8 +82,7 @@ static ingot_status dev_sampler_init(ingot_model *m, dev_sampler *s, const ingot
                                      const int32_t *prompt, int64_t n, int64_t win) {
   memset(s, 0, sizeof *s);
   s->o = *o;
-  const char *ng = getenv("INGOT_NO_GRAPH");
-  s->use_graph = m->devm->dev.kind != INGOT_DEVICE_CPU && !(ng && *ng && strcmp(ng, "0") != 0);
+  s->use_graph = m->devm->dev.kind != INGOT_DEVICE_CPU && !ingot_env_on("INGOT_NO_GRAPH");
   int32_t *ring = malloc((size_t)win * sizeof *ring);
   if (!ring) return ingot_set_error(INGOT_ERR_OOM, "ingot_generate: out of memory");
   for (int64_t i = 0; i < win; i++) ring[i] = -1;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../core/internal.h"
+#include "../core/env.h"
 #include "forward_dev.h"
 #include "model_internal.h"
 
@@ -28,8 +29,7 @@ static ingot_status warm_sampler(dev_model *d) {
 
 ingot_status dev_model_warmup(ingot_model *m) {
   dev_model *d = m->devm;
-  const char *no = getenv("INGOT_NO_WARMUP");
-  if (!d || d->dev.kind == INGOT_DEVICE_CPU || (no && *no && strcmp(no, "0") != 0)) return INGOT_OK;
+  if (!d || d->dev.kind == INGOT_DEVICE_CPU || ingot_env_on("INGOT_NO_WARMUP")) return INGOT_OK;
   /* A full chunk (the bf16 prefill products and the prefill attention at
    * the size a long prompt runs), a short prompt (the f32 products), one
    * token (the decode kernels). */

@@ -171,6 +171,31 @@ def dev(a):
     return call("ingot_to", tensor(a), CUDA)
 
 
+def capture_replays(forward, slots, rng, check, replays=2):
+    """forward() run once (lazy setup: cuBLASLt's workspace), then captured in a
+    graph; `replays` times: each device tensor of slots [(tensor, shape)]
+    refilled with f32 standard normals (drawn in slot order), one replay, and
+    check(captured outputs, the values). The captured outputs live in the
+    graph's private pool: they are dropped before the graph."""
+    forward()
+    assert lib.ingot_graph_begin(CUDA) == 0, lib.ingot_last_error()
+    try:
+        out = forward()
+    finally:
+        g = lib.ingot_graph_end(CUDA)
+    assert g, lib.ingot_last_error()
+    try:
+        for _ in range(replays):
+            vals = [rng.standard_normal(shape).astype(np.float32) for _, shape in slots]
+            for (t, _), v in zip(slots, vals):
+                call("ingot_copy_", t, dev(v))
+            assert lib.ingot_graph_replay(g) == 0, lib.ingot_last_error()
+            check(out, vals)
+    finally:
+        out = None
+        lib.ingot_graph_destroy(g)
+
+
 def swiglu_both(wq, wd, tid, cols, gu, res, gud=None):
     """qmatmul_swiglu on the CPU (unpadded W) and on CUDA (wd); h for the bound."""
     opt = lambda a, f: None if a is None else f(a)  # noqa: E731
@@ -581,30 +606,15 @@ def test_graph_capture_fused(name):
     def forward():
         return {m: call("ingot_qmatmul_fused", xs[m], wd, tid, k, nd, 1e-5, rs[m]) for m in xs}
 
-    forward()  # warm-up (cuBLASLt handle for the prefill product)
-    assert lib.ingot_graph_begin(CUDA) == 0, lib.ingot_last_error()
-    try:
-        out = forward()
-    finally:
-        g = lib.ingot_graph_end(CUDA)
-    assert g, lib.ingot_last_error()
-    try:
-        for _ in range(2):
-            host = {}
-            for m in xs:
-                x = rng.standard_normal((m, k)).astype(np.float32)
-                r = rng.standard_normal((m, n)).astype(np.float32)
-                call("ingot_copy_", xs[m], dev(x))
-                call("ingot_copy_", rs[m], dev(r))
-                host[m] = (x, r)
-            assert lib.ingot_graph_replay(g) == 0, lib.ingot_last_error()
-            for m, (x, r) in host.items():
-                want = to_numpy(call("ingot_qmatmul_fused", tensor(x), tensor(wq), tid, k,
-                                     tensor(norm), 1e-5, tensor(r)))
-                check_fused_close(to_numpy(out[m]), want, x, w64, norm, 1e-5, r)
-    finally:
-        del out  # lives in the graph's private pool: release before the graph
-        lib.ingot_graph_destroy(g)
+    def check(out, vals):
+        for i, m in enumerate(xs):
+            x, r = vals[2 * i], vals[2 * i + 1]
+            want = to_numpy(call("ingot_qmatmul_fused", tensor(x), tensor(wq), tid, k,
+                                 tensor(norm), 1e-5, tensor(r)))
+            check_fused_close(to_numpy(out[m]), want, x, w64, norm, 1e-5, r)
+
+    slots = [sl for m in xs for sl in ((xs[m], (m, k)), (rs[m], (m, n)))]
+    capture_replays(forward, slots, rng, check)
 
 
 def test_graph_capture_swiglu():
@@ -623,32 +633,17 @@ def test_graph_capture_swiglu():
     def forward():
         return {m: call("ingot_qmatmul_swiglu", gus[m], wd, tid, k, rs[m]) for m in gus}
 
-    forward()  # warm-up (cuBLASLt handle for the prefill product)
-    assert lib.ingot_graph_begin(CUDA) == 0, lib.ingot_last_error()
-    try:
-        out = forward()
-    finally:
-        g = lib.ingot_graph_end(CUDA)
-    assert g, lib.ingot_last_error()
-    try:
-        for _ in range(2):
-            host = {}
-            for m in gus:
-                gu = rng.standard_normal((m, 2 * k)).astype(np.float32)
-                r = rng.standard_normal((m, n)).astype(np.float32)
-                call("ingot_copy_", gus[m], dev(gu))
-                call("ingot_copy_", rs[m], dev(r))
-                host[m] = (gu, r)
-            assert lib.ingot_graph_replay(g) == 0, lib.ingot_last_error()
-            for m, (gu, r) in host.items():
-                want = to_numpy(call("ingot_qmatmul_swiglu", tensor(gu), tensor(wq), tid, k,
-                                     tensor(r)))
-                h = to_numpy(call("ingot_swiglu", tensor(gu[:, :k].copy()),
-                                  tensor(gu[:, k:].copy())))
-                check_fused_close(to_numpy(out[m]), want, h, w64, None, 0.0, r)
-    finally:
-        del out  # lives in the graph's private pool: release before the graph
-        lib.ingot_graph_destroy(g)
+    def check(out, vals):
+        for i, m in enumerate(gus):
+            gu, r = vals[2 * i], vals[2 * i + 1]
+            want = to_numpy(call("ingot_qmatmul_swiglu", tensor(gu), tensor(wq), tid, k,
+                                 tensor(r)))
+            h = to_numpy(call("ingot_swiglu", tensor(gu[:, :k].copy()),
+                              tensor(gu[:, k:].copy())))
+            check_fused_close(to_numpy(out[m]), want, h, w64, None, 0.0, r)
+
+    slots = [sl for m in gus for sl in ((gus[m], (m, 2 * k)), (rs[m], (m, n)))]
+    capture_replays(forward, slots, rng, check)
 
 
 @pytest.mark.parametrize("dt", list(FLOATS))
@@ -846,24 +841,12 @@ def test_graph_capture_prefill():
         return (call("ingot_qmatmul", x_d, wd, tid, cols),
                 call("ingot_attention_cached", q_d, kd, vd, pos_d, 0.125))
 
-    run()
-    assert lib.ingot_graph_begin(CUDA) == 0, lib.ingot_last_error()
-    try:
-        y_d, o_d = run()
-    finally:
-        g = lib.ingot_graph_end(CUDA)
-    assert g, lib.ingot_last_error()
-    try:
-        for _ in range(2):
-            x = rng.standard_normal((80, cols)).astype(np.float32)
-            q = rng.standard_normal((T, 4, dh)).astype(np.float32)
-            call("ingot_copy_", x_d, dev(x))
-            call("ingot_copy_", q_d, dev(q))
-            assert lib.ingot_graph_replay(g) == 0, lib.ingot_last_error()
-            want = to_numpy(call("ingot_qmatmul", tensor(x), tensor(wq), tid, cols))
-            check_close(to_numpy(y_d), want, x, np.abs(w64))
-            want = to_numpy(call("ingot_attention_cached", tensor(q), tensor(kc), tensor(vc),
-                                 tensor(pos), 0.125))
-            np.testing.assert_allclose(to_numpy(o_d), want, rtol=ATT_TOL[0], atol=ATT_TOL[1])
-    finally:
-        lib.ingot_graph_destroy(g)
+    def check(out, vals):
+        (y_d, o_d), (x, q) = out, vals
+        want = to_numpy(call("ingot_qmatmul", tensor(x), tensor(wq), tid, cols))
+        check_close(to_numpy(y_d), want, x, np.abs(w64))
+        want = to_numpy(call("ingot_attention_cached", tensor(q), tensor(kc), tensor(vc),
+                             tensor(pos), 0.125))
+        np.testing.assert_allclose(to_numpy(o_d), want, rtol=ATT_TOL[0], atol=ATT_TOL[1])
+
+    capture_replays(run, [(x_d, (80, cols)), (q_d, (T, 4, dh))], rng, check)

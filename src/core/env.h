@@ -1,0 +1,15 @@
+/* Environment switches: one reading of "NAME is on" for every INGOT_* flag. */
+#ifndef INGOT_CORE_ENV_H
+#define INGOT_CORE_ENV_H
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Whether the variable name is set to something other than "" and "0". */
+static inline bool ingot_env_on(const char *name) {
+  const char *v = getenv(name);
+  return v && *v && strcmp(v, "0") != 0;
+}
+
+#endif
