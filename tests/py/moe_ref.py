@@ -105,3 +105,15 @@ def rand_ids(rng, T, k, E, distinct=True):
     if distinct:
         return np.stack([rng.permutation(E)[:k] for _ in range(T)]).astype(np.int32).reshape(T, k)
     return rng.integers(0, E, size=(T, k)).astype(np.int32)
+
+
+def rand_layer(rng, T, E, k, K, NI, wdt, distinct=True):
+    """One expert layer's operands, drawn in this order: x [T,K] bf16, gate|up
+    [E,2NI,K] and down [E,K,NI] weights of wdt (with their f8 scales or None),
+    ids [T,k] and routing weights [T,k] f32 in [0, 1)."""
+    x = rng.standard_normal((T, K)).astype(BF16)
+    wgu, sgu = rand_weights(rng, E, 2 * NI, K, wdt)
+    wd, sd = rand_weights(rng, E, K, NI, wdt)
+    ids = rand_ids(rng, T, k, E, distinct)
+    wts = rng.uniform(0, 1, (T, k)).astype(np.float32)
+    return x, wgu, sgu, wd, sd, ids, wts

@@ -42,7 +42,7 @@ from cuda_diff import CUDA, OUT_SLOT, diff, needs_cuda, to_device
 from ingot_ctypes import T as Tensor
 from ingot_ctypes import (Device, IngotError, P, call, declare, lib, out_ptr, take, tensor,
                           to_numpy, transposed)
-from moe_ref import BF16, F8, F16, F32, WDTS, dot_tol, rand_ids, rand_weights
+from moe_ref import BF16, F8, F16, F32, WDTS, dot_tol, rand_ids, rand_layer, rand_weights
 
 RNG = np.random.default_rng(11)
 NAMES = {BF16: "bf16", F16: "f16", F32: "f32", F8: "f8"}
@@ -409,11 +409,7 @@ def test_qwen3_30b_a3b_layer_t1(wdt):
 @needs_cuda
 def test_experts(wdt, T, E, k, K, NI):
     # (6, 3, 100, 33): down experts of 6600 bytes (bf16), not a multiple of 16: no prefetch.
-    x = RNG.standard_normal((T, K)).astype(BF16)
-    wgu, sgu = rand_weights(RNG, E, 2 * NI, K, wdt)
-    wd, sd = rand_weights(RNG, E, K, NI, wdt)
-    ids = rand_ids(RNG, T, k, E, distinct=T != 5)
-    wts = RNG.uniform(0, 1, (T, k)).astype(np.float32)
+    x, wgu, sgu, wd, sd, ids, wts = rand_layer(RNG, T, E, k, K, NI, wdt, distinct=T != 5)
     diff("ingot_moe_experts", tensor(x), tensor(wgu), opt(sgu), tensor(wd), opt(sd), tensor(ids),
          tensor(wts), tol=tol(k * max(K, NI), k))
 
@@ -425,11 +421,7 @@ def test_experts_add(wdt, T):
     # The residual added in the down GEMV's epilogue (T <= 8) or the sum kernel (T > 8);
     # special values in res (NaN, +-inf, -0) go through the one addition.
     E, k, K, NI = 16, 4, 256, 64
-    x = RNG.standard_normal((T, K)).astype(BF16)
-    wgu, sgu = rand_weights(RNG, E, 2 * NI, K, wdt)
-    wd, sd = rand_weights(RNG, E, K, NI, wdt)
-    ids = rand_ids(RNG, T, k, E)
-    wts = RNG.uniform(0, 1, (T, k)).astype(np.float32)
+    x, wgu, sgu, wd, sd, ids, wts = rand_layer(RNG, T, E, k, K, NI, wdt)
     res = (RNG.standard_normal((T, K)) * 4).astype(np.float32)
     res[0, :4] = [np.nan, np.inf, -np.inf, -0.0]
     diff("ingot_moe_experts_add", tensor(res), tensor(x), tensor(wgu), opt(sgu), tensor(wd),

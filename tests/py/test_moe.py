@@ -12,7 +12,7 @@ import pytest
 
 from ingot_ctypes import IngotError, call, out_ptr, take, tensor, to_numpy, transposed
 from moe_ref import (BF16, F8, F16, F32, WDTS, down_ref, dot_tol, gate_up_ref, rand_ids,
-                     rand_weights, route_ref)
+                     rand_layer, rand_weights, route_ref)
 
 RNG = np.random.default_rng(5)
 NAMES = {BF16: "bf16", F16: "f16", F32: "f32", F8: "f8"}
@@ -274,11 +274,7 @@ def test_layer(wdt, T):
 def test_experts(wdt, T):
     # ingot_moe_experts = moe_down(moe_gate_up(...)): the same kernels, equal bits.
     E, k, K, NI = 8, 3, 48, 24
-    x = RNG.standard_normal((T, K)).astype(BF16)
-    wgu, sgu = rand_weights(RNG, E, 2 * NI, K, wdt)
-    wd, sd = rand_weights(RNG, E, K, NI, wdt)
-    ids = rand_ids(RNG, T, k, E)
-    wts = RNG.uniform(0, 1, (T, k)).astype(np.float32)
+    x, wgu, sgu, wd, sd, ids, wts = rand_layer(RNG, T, E, k, K, NI, wdt)
     opt = lambda a: None if a is None else tensor(a)
     y = call("ingot_moe_experts", tensor(x), tensor(wgu), opt(sgu), tensor(wd), opt(sd),
              tensor(ids), tensor(wts))
@@ -295,11 +291,7 @@ def test_experts_add(rdt, T):
     # res + experts: the residual added by the down pass, the bits of ingot_add(res, y);
     # special values in res pass through the one addition.
     E, k, K, NI = 8, 3, 48, 24
-    x = RNG.standard_normal((T, K)).astype(BF16)
-    wgu, sgu = rand_weights(RNG, E, 2 * NI, K, BF16)
-    wd, sd = rand_weights(RNG, E, K, NI, BF16)
-    ids = rand_ids(RNG, T, k, E)
-    wts = RNG.uniform(0, 1, (T, k)).astype(np.float32)
+    x, wgu, sgu, wd, sd, ids, wts = rand_layer(RNG, T, E, k, K, NI, BF16)
     res = (RNG.standard_normal((T, K)) * 4).astype(rdt)
     res[0, :4] = [np.nan, np.inf, -np.inf, -0.0]
     y = call("ingot_moe_experts_add", tensor(res), tensor(x), tensor(wgu), None, tensor(wd), None,
