@@ -25,6 +25,15 @@ lib.ingot_device_count.restype = ctypes.c_int
 HAVE_CUDA = lib.ingot_device_count(1) > 0
 CUDA = Device(1, 0)
 needs_cuda = pytest.mark.skipif(not HAVE_CUDA, reason="skipped: no CUDA device")
+# the graph API (ingot_graph_end returns a pointer: not ctypes' default int)
+lib.ingot_graph_begin.argtypes = [type(CUDA)]
+lib.ingot_graph_begin.restype = ctypes.c_int
+lib.ingot_graph_end.argtypes = [type(CUDA)]
+lib.ingot_graph_end.restype = ctypes.c_void_p
+lib.ingot_graph_replay.argtypes = [ctypes.c_void_p]
+lib.ingot_graph_replay.restype = ctypes.c_int
+lib.ingot_graph_destroy.argtypes = [ctypes.c_void_p]
+lib.ingot_graph_destroy.restype = None
 OUT_SLOT = object()
 
 # (rtol, atol) per result dtype name; integer and bool results must be equal.

@@ -32,7 +32,6 @@ qget_rows: bit-exact (both decoders reproduce ggml's dequantize_row_*).
 rms_norm / swiglu: cuda_diff's tolerances per dtype (f32 1e-5, f16 2e-3,
 bf16 1.6e-2 relative: at most an ulp of the output dtype apart).
 """
-import ctypes
 
 import ml_dtypes
 import numpy as np
@@ -531,16 +530,6 @@ def test_swiglu_unaligned_special(dt):
     got = to_numpy(call("ingot_swiglu", offset_view(g, g.shape, 1), offset_view(u, u.shape, 3)))
     np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
                                rtol={"float32": 1e-5}.get(dt, 1.6e-2), atol=1e-30, equal_nan=True)
-
-
-lib.ingot_graph_begin.argtypes = [type(CUDA)]
-lib.ingot_graph_begin.restype = ctypes.c_int
-lib.ingot_graph_end.argtypes = [type(CUDA)]
-lib.ingot_graph_end.restype = ctypes.c_void_p
-lib.ingot_graph_replay.argtypes = [ctypes.c_void_p]
-lib.ingot_graph_replay.restype = ctypes.c_int
-lib.ingot_graph_destroy.argtypes = [ctypes.c_void_p]
-lib.ingot_graph_destroy.restype = None
 
 
 def test_graph_capture_replay():

@@ -507,16 +507,6 @@ def decode_tile_edges(ctx, parts=8, tile=128):
     return sorted(p for p in ps if 0 <= p < ctx)
 
 
-lib.ingot_graph_begin.argtypes = [type(CUDA)]
-lib.ingot_graph_begin.restype = ctypes.c_int
-lib.ingot_graph_end.argtypes = [type(CUDA)]
-lib.ingot_graph_end.restype = ctypes.c_void_p
-lib.ingot_graph_replay.argtypes = [ctypes.c_void_p]
-lib.ingot_graph_replay.restype = ctypes.c_int
-lib.ingot_graph_destroy.argtypes = [ctypes.c_void_p]
-lib.ingot_graph_destroy.restype = None
-
-
 @needs_cuda
 @pytest.mark.parametrize("dt", [np.float32, np.float16])
 @pytest.mark.parametrize("hq,hkv,dh", [(9, 3, 64), (16, 2, 128), (8, 8, 6)])
