@@ -371,6 +371,8 @@ ingot_status k_qmatmul_rope_kv(ingot_op_args *a) {
   P.eps = (float)a->farg[1];
   P.neox = a->iarg[2] != 0;
   P.half = ingot_dtype_of(a->out[1]) == INGOT_F16;
+  // qgemv_rope_kv_kernel is built for the residency of M = 2 (fewer registers' spills)
+  if (plan.blocks > resident_blocks(type, 2)) plan.blocks = (unsigned)resident_blocks(type, 2);
   const int dev = ingot_device_of(q).index;
   cudaStream_t s = stream_of(q);
   float *y = (float *)cuda_scratch_alloc(dev, (size_t)n * sizeof(float), s);

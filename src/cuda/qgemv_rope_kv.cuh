@@ -121,9 +121,11 @@ struct RopeKvEpilogue {
 };
 
 // M = 1 product y [n] of x [k] (normed when norm) with the rope epilogue;
-// the launch geometry of qgemv_smem_kernel<TYPE, 1>.
+// the launch geometry of qgemv_smem_kernel<TYPE, 1>, but built for 3
+// resident blocks an SM (168 registers), as for M > 1: at 128 the epilogue
+// spilled ~100 bytes (ptxas -v); the host caps the grid to match.
 template <int TYPE>
-__global__ void __launch_bounds__(kSmemMaxThreads, smem_blocks_per_sm(TYPE, 1))
+__global__ void __launch_bounds__(kSmemMaxThreads, smem_blocks_per_sm(TYPE, 2))
     qgemv_rope_kv_kernel(const uint8_t *__restrict__ w, int64_t rs, const float *__restrict__ x,
                          int k, int64_t n, float *__restrict__ y, const float *__restrict__ norm,
                          float eps, int lpr, int rw, bool xvec, RopeKvParams P) {
