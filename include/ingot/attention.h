@@ -48,6 +48,28 @@ ingot_tensor *ingot_rope_kv_write(const ingot_tensor *q, const ingot_tensor *k,
                                   const ingot_tensor *inv_freq, const ingot_rope_kv_options *o,
                                   ingot_tensor *k_cache, ingot_tensor *v_cache);
 
+/* Options of ingot_qmatmul_rope_kv: the norm of x before the product and
+ * the rope/cache options of ingot_rope_kv_write. */
+typedef struct ingot_qkv_rope_options {
+  const ingot_tensor *norm; /* float32 [cols]: rms_norm(x, norm, eps) first; NULL: x as is */
+  double eps;               /* of norm */
+  ingot_rope_kv_options rope;
+  ingot_tensor *arrivals; /* int32 [>= Hq + 2 Hkv], zero (and left zero): CUDA's one-launch
+                             path for T = 1; NULL: the two-op path */
+} ingot_qkv_rope_options;
+
+/* The decode step's q|k|v product, rope and cache write in one op: qkv =
+ * ingot_qmatmul_fused(x [T, cols], w, ggml_type, cols, o->norm, o->eps,
+ * NULL) with W's rows = (Hq + 2 Hkv) * D (q heads, then k, then v; Hkv, D
+ * from the caches), then ingot_rope_kv_write of its q, k, v column views.
+ * Returns the roped q float32 [T, Hq, D]; results are those of the two ops
+ * (the CPU runs exactly them). On CUDA with arrivals and T = 1 one kernel:
+ * the warp that completes a head's rows ropes and writes it. */
+ingot_tensor *ingot_qmatmul_rope_kv(const ingot_tensor *x, const ingot_tensor *w, int ggml_type,
+                                    int64_t cols, const ingot_tensor *pos,
+                                    const ingot_tensor *inv_freq, const ingot_qkv_rope_options *o,
+                                    ingot_tensor *k_cache, ingot_tensor *v_cache);
+
 /* Causal grouped-query attention of q [T, Hq, D] (float32) over the cache
  * rows 0..pos[t] of k_cache, v_cache [ctx, Hkv, D] (float32 or float16, Hq a
  * multiple of Hkv; head h reads kv head h / (Hq / Hkv)): softmax(scale * q.k)

@@ -150,6 +150,7 @@ extern "C" {
   X(KV_CACHE_WRITE, "kv_cache_write")                                                      \
   X(ATTENTION_CACHED, "attention_cached")                                                  \
   X(ROPE_KV_WRITE, "rope_kv_write")                                                        \
+  X(QMATMUL_ROPE_KV, "qmatmul_rope_kv")                                                    \
   X(SAMPLE_TOKENS, "sample_tokens")                                                        \
   /* mixture of experts (src/core/ops_moe.c) */                                            \
   X(MOE_ROUTE, "moe_route")                                                                \

@@ -88,6 +88,13 @@ ingot_dtype result_type(const char *op, int n, const ingot_tensor *const *ts);
  * dtypes fail naming op (src/core/ops_index.c). */
 ingot_tensor *as_index(const char *op, const ingot_tensor *idx);
 
+/* ---- checks of the quantised products (src/core/ops_nn.c) ---- */
+/* W [rows, S] u8 holding cols elements of ggml type per row; false + error naming op. */
+bool check_qtable(const char *op, const ingot_tensor *w, int type, int64_t cols);
+/* norm f32 [cols] with eps >= 0 and res f32 [yshape] (either NULL); false + error naming op. */
+bool check_fused(const char *op, const ingot_tensor *norm, double eps, const ingot_tensor *res,
+                 int64_t cols, const int64_t *yshape);
+
 /* ---- dispatch (src/core/dispatch.c) ---- */
 /* Run a->op on the inputs' device (or out[0]'s when there are no inputs),
  * through the CPU fallback when allowed. */

@@ -1,11 +1,13 @@
 /* Fronts of the decode-time attention ops (include/ingot/attention.h): rope,
- * kv_cache_write, attention_cached and rope_kv_write (the first two fused).
+ * kv_cache_write, attention_cached, rope_kv_write (the first two fused) and
+ * qmatmul_rope_kv (the q|k|v product with rope_kv_write).
  * Kernels receive contiguous tensors (the fronts copy strided inputs; q, k,
  * v of rope_kv_write only need a unit last stride) and read positions on
  * the device. */
 #include <string.h>
 
 #include "internal.h"
+#include "qkv_rope.h"
 
 /* Contiguous reference to t (owned), or NULL with the error naming op. */
 static ingot_tensor *contig(const char *op, const ingot_tensor *t) {
@@ -191,6 +193,45 @@ static bool check_norm(const char *op, const char *name, const ingot_tensor *w, 
   return false;
 }
 
+/* The checks rope_kv_write and qmatmul_rope_kv (op) share once head_dim D
+ * is known: D even and <= 256, inv_freq [D/2] float32/float64, the norms
+ * (o->q_norm and o->k_norm both given or both NULL) float32 [D], eps not NaN. */
+static bool check_rope_opts(const char *op, int64_t D, const ingot_tensor *inv_freq,
+                            const ingot_rope_kv_options *o) {
+  bool norm = o->q_norm != NULL;
+  if (D % 2 || D > 256) {
+    ingot_set_error(INGOT_ERR_SHAPE, "%s: head_dim %lld must be even and <= 256", op, (long long)D);
+    return false;
+  }
+  if (inv_freq->ndim != 1 || inv_freq->shape[0] != D / 2) {
+    ingot_set_error(INGOT_ERR_SHAPE, "%s: 'inv_freq' must be [%lld] (head_dim / 2)", op,
+                    (long long)(D / 2));
+    return false;
+  }
+  if (inv_freq->dtype != INGOT_F32 && inv_freq->dtype != INGOT_F64) {
+    ingot_set_error(INGOT_ERR_DTYPE, "%s: 'inv_freq' must be float32 or float64, got %s", op,
+                    ingot_dtype_name(inv_freq->dtype));
+    return false;
+  }
+  if (norm && (!check_norm(op, "q_norm", o->q_norm, D) || !check_norm(op, "k_norm", o->k_norm, D)))
+    return false;
+  if (norm && !(o->eps == o->eps)) {
+    ingot_set_error(INGOT_ERR_ARG, "%s: eps is NaN", op);
+    return false;
+  }
+  return true;
+}
+
+/* The kernel inputs after q, k, v (owned; NULL where a copy failed or a
+ * norm is absent): pos, inv_freq as float64, q_norm, k_norm. */
+static void rope_inputs(const char *op, const ingot_tensor *pos, const ingot_tensor *inv_freq,
+                        const ingot_rope_kv_options *o, ingot_tensor **tmp) {
+  tmp[0] = contig(op, pos);
+  tmp[1] = inv_freq->dtype == INGOT_F64 ? contig(op, inv_freq) : ingot_cast(inv_freq, INGOT_F64);
+  tmp[2] = o->q_norm ? contig(op, o->q_norm) : NULL;
+  tmp[3] = o->k_norm ? contig(op, o->k_norm) : NULL;
+}
+
 /* ROPE_KV_WRITE: in[0] = q [T, Hq, D], in[1] = k, in[2] = v [T, Hkv, D]
  * (float32, unit last stride; row and head strides in iarg[1..2], [3..4],
  * [5..6]), in[3] = pos int32 [T], in[4] = inv_freq float64 [D/2], in[5] =
@@ -221,28 +262,11 @@ ingot_tensor *ingot_rope_kv_write(const ingot_tensor *q, const ingot_tensor *k,
                       "like the caches",
                       (long long)T, (long long)cs[2], (long long)T, (long long)cs[1],
                       (long long)cs[2]);
-  if (D % 2 || D > 256)
-    return ingot_fail(INGOT_ERR_SHAPE, "rope_kv_write: head_dim %lld must be even and <= 256",
-                      (long long)D);
-  if (inv_freq->ndim != 1 || inv_freq->shape[0] != D / 2)
-    return ingot_fail(INGOT_ERR_SHAPE, "rope_kv_write: 'inv_freq' must be [%lld] (head_dim / 2)",
-                      (long long)(D / 2));
-  if (inv_freq->dtype != INGOT_F32 && inv_freq->dtype != INGOT_F64)
-    return ingot_fail(INGOT_ERR_DTYPE,
-                      "rope_kv_write: 'inv_freq' must be float32 or float64, got %s",
-                      ingot_dtype_name(inv_freq->dtype));
-  if (norm && (!check_norm(op, "q_norm", o->q_norm, D) || !check_norm(op, "k_norm", o->k_norm, D)))
-    return NULL;
-  if (norm && !(o->eps == o->eps)) return ingot_fail(INGOT_ERR_ARG, "rope_kv_write: eps is NaN");
+  if (!check_rope_opts(op, D, inv_freq, o)) return NULL;
   ingot_op_args a = {.op = INGOT_OP_ROPE_KV_WRITE, .nin = norm ? 7 : 5, .nout = 3};
-  ingot_tensor *tmp[7] = {
-      unit_last(op, q, a.iarg + 1),
-      unit_last(op, k, a.iarg + 3),
-      unit_last(op, v, a.iarg + 5),
-      contig(op, pos),
-      inv_freq->dtype == INGOT_F64 ? contig(op, inv_freq) : ingot_cast(inv_freq, INGOT_F64),
-      norm ? contig(op, o->q_norm) : NULL,
-      norm ? contig(op, o->k_norm) : NULL};
+  ingot_tensor *tmp[7] = {unit_last(op, q, a.iarg + 1), unit_last(op, k, a.iarg + 3),
+                          unit_last(op, v, a.iarg + 5)};
+  rope_inputs(op, pos, inv_freq, o, tmp + 3);
   ingot_tensor *r = NULL;
   bool ok = true;
   for (int i = 0; i < a.nin; i++) ok = ok && (a.in[i] = tmp[i]);
@@ -259,4 +283,119 @@ ingot_tensor *ingot_rope_kv_write(const ingot_tensor *q, const ingot_tensor *k,
   }
   for (int i = 0; i < 7; i++) ingot_release(tmp[i]);
   return r ? r : fail_in(op);
+}
+
+/* QMATMUL_ROPE_KV: in[0] = x float32 [T, K] (contiguous), in[1] = W u8
+ * [N, S] (contiguous; as QMATMUL) with N = (Hq + 2 Hkv) D, in[2] = norm
+ * float32 [K] or NULL, in[3] = pos int32 [T], in[4] = inv_freq float64
+ * [D/2], in[5] = q_norm, in[6] = k_norm (float32 [D], or both NULL), in[7]
+ * = arrivals int32 [>= Hq + 2 Hkv] (contiguous, zero; kernels that use it
+ * leave it zero) or NULL; iarg[0] = ggml type, iarg[1] = K, iarg[2] = neox;
+ * farg[0] = eps of norm, farg[1] = eps of q_norm/k_norm; out[0] = roped q
+ * float32 [T, Hq, D] (fresh), out[1] = k_cache, out[2] = v_cache (written
+ * in place, as ROPE_KV_WRITE). T > 0. Results: QMATMUL's product into
+ * [T, N], then ROPE_KV_WRITE of its column views (qmatmul_rope_kv_compose). */
+ingot_tensor *ingot_qmatmul_rope_kv(const ingot_tensor *x, const ingot_tensor *w, int ggml_type,
+                                    int64_t cols, const ingot_tensor *pos,
+                                    const ingot_tensor *inv_freq, const ingot_qkv_rope_options *o,
+                                    ingot_tensor *k_cache, ingot_tensor *v_cache) {
+  const char *op = "qmatmul_rope_kv";
+  if (!o) return ingot_fail(INGOT_ERR_ARG, "qmatmul_rope_kv: options are NULL");
+  const ingot_rope_kv_options *ro = &o->rope;
+  const bool qkn = ro->q_norm || ro->k_norm;
+  if (qkn && (!ro->q_norm || !ro->k_norm))
+    return ingot_fail(INGOT_ERR_ARG, "qmatmul_rope_kv: give both q_norm and k_norm, or neither");
+  const ingot_tensor *ts[10] = {x, w, pos, inv_freq, k_cache, v_cache};
+  int nts = 6;
+  if (o->norm) ts[nts++] = o->norm;
+  if (qkn) ts[nts++] = ro->q_norm, ts[nts++] = ro->k_norm;
+  if (o->arrivals) ts[nts++] = o->arrivals;
+  if (!check_tensors(op, nts, ts) || !check_qtable(op, w, ggml_type, cols)) return NULL;
+  if (!check_f32(op, "x", x)) return NULL;
+  if (x->ndim != 2 || x->shape[1] != cols)
+    return ingot_fail(INGOT_ERR_SHAPE, "qmatmul_rope_kv: x must be [T, %lld], got %d dims",
+                      (long long)cols, x->ndim);
+  const int64_t T = x->shape[0], N = w->shape[0];
+  if (!check_fused(op, o->norm, o->eps, NULL, cols, (int64_t[]){T, N}) ||
+      !check_caches(op, k_cache, v_cache) || !check_pos(op, pos, T))
+    return NULL;
+  const int64_t hkv = k_cache->shape[1], D = k_cache->shape[2];
+  if (!check_rope_opts(op, D, inv_freq, ro)) return NULL;
+  if (D <= 0 || N % D || N / D <= 2 * hkv)
+    return ingot_fail(INGOT_ERR_SHAPE,
+                      "qmatmul_rope_kv: w has %lld rows, not (Hq + 2 * %lld) * %lld with Hq >= 1 "
+                      "(q, k, v heads of the caches' head_dim)",
+                      (long long)N, (long long)hkv, (long long)D);
+  const int64_t hq = N / D - 2 * hkv, qshape[3] = {T, hq, D};
+  const ingot_tensor *ar = o->arrivals;
+  if (ar &&
+      (ar->dtype != INGOT_I32 || ar->ndim != 1 || ar->shape[0] < N / D || !ingot_is_contiguous(ar)))
+    return ingot_fail(INGOT_ERR_SHAPE,
+                      "qmatmul_rope_kv: 'arrivals' must be contiguous int32 [>= %lld] (one counter "
+                      "a q, k or v head)",
+                      (long long)(N / D));
+  if (T == 0) return tensor_new(3, qshape, INGOT_F32, x->device);
+  ingot_op_args a = {.op = INGOT_OP_QMATMUL_ROPE_KV, .nin = 8, .nout = 3};
+  ingot_tensor *tmp[7] = {contig(op, x), contig(op, w), o->norm ? contig(op, o->norm) : NULL};
+  rope_inputs(op, pos, inv_freq, ro, tmp + 3);
+  bool ok = tmp[0] && tmp[1] && (tmp[2] || !o->norm) && tmp[3] && tmp[4] && (tmp[5] || !qkn) &&
+            (tmp[6] || !qkn);
+  for (int i = 0; i < 7; i++) a.in[i] = tmp[i];
+  a.in[7] = (ingot_tensor *)ar; /* borrowed, as the caches */
+  a.iarg[0] = ggml_type;
+  a.iarg[1] = cols;
+  a.iarg[2] = ro->neox;
+  a.farg[0] = o->eps;
+  a.farg[1] = ro->eps;
+  a.out[1] = k_cache;
+  a.out[2] = v_cache;
+  ingot_tensor *r = NULL;
+  if (ok && (r = tensor_new(3, qshape, INGOT_F32, x->device))) {
+    a.out[0] = r;
+    if (dispatch(&a)) {
+      ingot_release(r);
+      r = NULL;
+    }
+  }
+  for (int i = 0; i < 7; i++) ingot_release(tmp[i]);
+  return r ? r : fail_in(op);
+}
+
+ingot_status qmatmul_rope_kv_compose(ingot_op_args *a) {
+  ingot_tensor *q = a->out[0];
+  const ingot_backend *be = backend_for(q->device);
+  if (!be) return ingot_last_status();
+  if (!be->kernels[INGOT_OP_QMATMUL] || !be->kernels[INGOT_OP_ROPE_KV_WRITE])
+    return ingot_set_error(INGOT_ERR_UNSUPPORTED,
+                           "qmatmul_rope_kv: the %s backend lacks qmatmul or rope_kv_write",
+                           ingot_device_kind_name(q->device.kind));
+  const int64_t T = q->shape[0], D = q->shape[2], N = a->in[1]->shape[0];
+  const int64_t heads[3] = {q->shape[1], a->out[1]->shape[1], a->out[1]->shape[1]};
+  ingot_tensor *qkv = tensor_new(2, (int64_t[]){T, N}, INGOT_F32, q->device);
+  if (!qkv) return ingot_last_status();
+  ingot_op_args m = {.op = INGOT_OP_QMATMUL, .nin = 4, .nout = 1};
+  m.in[0] = a->in[0], m.in[1] = a->in[1], m.in[2] = a->in[2];
+  m.iarg[0] = a->iarg[0], m.iarg[1] = a->iarg[1];
+  m.farg[0] = a->farg[0];
+  m.out[0] = qkv;
+  ingot_status st = be->kernels[INGOT_OP_QMATMUL](&m);
+  ingot_op_args r = {.op = INGOT_OP_ROPE_KV_WRITE, .nin = a->in[5] ? 7 : 5, .nout = 3};
+  int64_t at = 0;
+  for (int i = 0; i < 3 && !st; at += heads[i] * D, i++) {
+    /* q, k, v: [T, heads, D] column views of qkv (row stride N) */
+    r.in[i] =
+        tensor_view(qkv, 3, (int64_t[]){T, heads[i], D}, (int64_t[]){N, D, 1}, qkv->offset + at);
+    r.iarg[1 + 2 * i] = N, r.iarg[2 + 2 * i] = D;
+    if (!r.in[i]) st = ingot_last_status();
+  }
+  if (!st) {
+    for (int i = 3; i < 7; i++) r.in[i] = a->in[i];
+    r.iarg[0] = a->iarg[2];
+    r.farg[0] = a->farg[1];
+    for (int i = 0; i < 3; i++) r.out[i] = a->out[i];
+    st = be->kernels[INGOT_OP_ROPE_KV_WRITE](&r);
+  }
+  for (int i = 0; i < 3; i++) ingot_release(r.in[i]);
+  ingot_release(qkv); /* stream-ordered on a device: reused only after this stream's work */
+  return st;
 }

@@ -34,7 +34,7 @@ static bool is_float16_32(ingot_dtype dt) {
 
 /* Checks of a ggml-block table W [rows, S] holding cols elements of type in
  * the first row_bytes of each row (S >= row_bytes); false + error naming op. */
-static bool check_qtable(const char *op, const ingot_tensor *w, int type, int64_t cols) {
+bool check_qtable(const char *op, const ingot_tensor *w, int type, int64_t cols) {
   const int64_t bs = ingot_ggml_block_size(type);
   if (bs <= 0) {
     ingot_set_error(INGOT_ERR_ARG, "%s: unknown ggml type %d", op, type);
@@ -79,8 +79,8 @@ static ingot_tensor *run_nn(ingot_op_args *a, int ndim, const int64_t *shape, in
 
 /* The optional operands of qmatmul_fused and qmatmul_swiglu (op): norm f32
  * [cols], res f32 [M, N]. */
-static bool check_fused(const char *op, const ingot_tensor *norm, double eps,
-                        const ingot_tensor *res, int64_t cols, const int64_t *yshape) {
+bool check_fused(const char *op, const ingot_tensor *norm, double eps, const ingot_tensor *res,
+                 int64_t cols, const int64_t *yshape) {
   if (norm && (norm->dtype != INGOT_F32 || norm->ndim != 1 || norm->shape[0] != cols)) {
     ingot_set_error(INGOT_ERR_SHAPE, "%s: norm must be float32 [%lld], got %s with %d dims", op,
                     (long long)cols, ingot_dtype_name(norm->dtype), norm->ndim);

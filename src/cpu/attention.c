@@ -1,10 +1,12 @@
 /* CPU kernels of the decode-time attention ops (fronts and contracts in
  * src/core/ops_attention.c): rope, kv_cache_write, attention_cached,
- * rope_kv_write. Every position is checked before anything is written. */
+ * rope_kv_write (qmatmul_rope_kv: src/core/qkv_rope.h). Every position is
+ * checked before anything is written. */
 #include <math.h>
 #include <stdlib.h>
 
 #include "../core/fpconv.h"
+#include "../core/qkv_rope.h"
 #include "cpu.h"
 
 /* INGOT_OK when every pos[t] lies in [0, ctx), else INGOT_ERR_INDEX naming it. */
@@ -177,4 +179,6 @@ void cpu_register_attention(ingot_backend *be) {
   be->kernels[INGOT_OP_KV_CACHE_WRITE] = k_kv_cache_write;
   be->kernels[INGOT_OP_ATTENTION_CACHED] = k_attention_cached;
   be->kernels[INGOT_OP_ROPE_KV_WRITE] = k_rope_kv_write;
+  /* the q|k|v product then rope_kv_write: exactly the two ops' results */
+  be->kernels[INGOT_OP_QMATMUL_ROPE_KV] = qmatmul_rope_kv_compose;
 }

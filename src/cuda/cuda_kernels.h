@@ -29,7 +29,7 @@ void cuda_register_matmul(ingot_backend *be);
 void cuda_register_attention(ingot_backend *be);
 void cuda_register_sample(ingot_backend *be);
 void cuda_register_nn(ingot_backend *be);    /* nn.cu: RMS_NORM, SWIGLU */
-void cuda_register_qgemv(ingot_backend *be); /* qgemv.cu: QMATMUL, QGET_ROWS */
+void cuda_register_qgemv(ingot_backend *be); /* qgemv.cu: QMATMUL, QGET_ROWS, QMATMUL_ROPE_KV */
 
 /* INGOT_OK when every index of idx (int64, contiguous, on the device) is in
  * [0, size); else INGOT_ERR_INDEX with embedding's message (src/cuda/index.cu:

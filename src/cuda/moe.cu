@@ -10,10 +10,8 @@
 //   loads its first batch of them before pdl_wait (weights only), stages x,
 //   sums its rows' dots over the block, and writes the logits to block 0's
 //   shared memory (distributed shared memory); after the cluster barrier
-//   block 0's warp t routes token t (router_split_kernel; INGOT_MOE_OLD=1:
-//   router_route_kernel, warps striding over the rows after the staging and
-//   a cluster barrier). Larger: a logits kernel (a warp per logit) into
-//   scratch, then the route kernel.
+//   block 0's warp t routes token t (router_split_kernel). Larger: a logits
+//   kernel (a warp per logit) into scratch, then the route kernel.
 // GATE_UP / DOWN for T <= 8 (decode): expert GEMV kernels that read only the
 //   chosen experts' rows with 16-byte streaming loads and f32 accumulation;
 //   an expert chosen by several tokens is read once and applied to all of
@@ -85,14 +83,6 @@ constexpr int kBM = 32, kBN = 32, kBK = 32;  // grouped GEMM tiles
 
 // ---- routing ----
 
-// a (id ia) is a better routing choice than b (id ib); ib < 0: b is empty.
-__device__ __forceinline__ bool route_better(float a, int ia, float b, int ib) {
-  if (ia < 0) return false;
-  if (ib < 0) return true;
-  if (isnan(a) || isnan(b)) return isnan(a) && (!isnan(b) || ia < ib);
-  return a > b || (a == b && ia < ib);
-}
-
 // The softmax weights of a warp's k choices (id[0..k) written, all lanes
 // alike; first = id[0], mine = id[lane] kept in registers): expf(x - max) over
 // the E logits rs summed in a fixed order, renormalised over the k if asked.
@@ -123,45 +113,19 @@ __device__ void route_weights(const float *rs, int E, int k, bool renorm, int fi
   }
 }
 
-// One warp routes one token: rs = its E logits as f32 and taken = E zero
-// flags, both in shared memory and visible to the warp; w, id its k outputs.
-__device__ void route_warp(const float *rs, unsigned char *taken, int E, int k, bool renorm,
-                           float *w, int32_t *id) {
-  const int lane = threadIdx.x % 32;
-  int first = 0, mine = 0;  // the first choice, and choice `lane` (no global round trip)
-  for (int j = 0; j < k; j++) {
-    float bv = 0.f;
-    int bi = -1;
-    for (int e = lane; e < E; e += 32)
-      if (!taken[e] && route_better(rs[e], e, bv, bi)) bv = rs[e], bi = e;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-      int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-      if (route_better(ov, oi, bv, bi)) bv = ov, bi = oi;
-    }
-    // Every lane now holds the same winner.
-    if (j == 0) first = bi;
-    if (j == lane) mine = bi;
-    if (lane == 0) taken[bi] = 1, id[j] = bi;
-    __syncwarp();
-  }
-  route_weights(rs, E, k, renorm, first, mine, w, id);
-}
-
-// route_better as one integer order: (value's order, then the lower id) in a
-// 64-bit key; NaN above +inf, -0 equal to +0; 0 < key < ~0 (0: none, ~0:
-// above every key). Checked against route_better on NaN / inf / +-0 / ties.
+// A routing choice's order as one 64-bit key: the value's order, then the
+// lower id; NaN above +inf, -0 equal to +0; 0 < key < ~0 (0: none, ~0: above
+// every key). The CPU's order (src/cpu/moe.c); tests cover NaN / inf / +-0 / ties.
 __device__ __forceinline__ unsigned long long route_key(float v, int e) {
   const uint32_t b = v == 0.f ? 0u : __float_as_uint(v);
   const uint32_t ord = isnan(v) ? 0xffffffffu : b >> 31 ? ~b : b | 0x80000000u;
   return (unsigned long long)ord << 32 | (0xfffffffeu - (uint32_t)e);
 }
 
-// route_warp with keys: the keys are distinct, so round j's choice is the
-// largest key below round j-1's (no taken flags), one 64-bit max a step.
-// The same choices as route_warp (the split router's; the old kernels keep
-// route_warp until both are measured).
+// One warp routes one token: rs = its E logits as f32 in shared memory,
+// visible to the warp; w, id its k outputs. The keys are distinct, so round
+// j's choice is the largest key below round j-1's (no taken flags), one
+// 64-bit max a step.
 __device__ void route_warp_keys(const float *rs, int E, int k, bool renorm, float *w, int32_t *id) {
   const int lane = threadIdx.x % 32;
   int first = 0, mine = 0;
@@ -191,13 +155,12 @@ __device__ void route_warp_keys(const float *rs, int E, int k, bool renorm, floa
 template <class T>
 __global__ void __launch_bounds__(32)
     route_kernel(const T *logits, int E, int k, bool renorm, float *wout, int32_t *ids) {
-  extern __shared__ float rs[];  // E logits as f32, then E taken flags
-  unsigned char *taken = reinterpret_cast<unsigned char *>(rs + E);
+  extern __shared__ float rs[];  // E logits as f32
   const int64_t t = blockIdx.x;
   const T *row = logits + t * E;
-  for (int e = threadIdx.x; e < E; e += 32) rs[e] = to_acc(row[e]), taken[e] = 0;
+  for (int e = threadIdx.x; e < E; e += 32) rs[e] = to_acc(row[e]);
   __syncwarp();
-  route_warp(rs, taken, E, k, renorm, wout + t * k, ids + t * k);
+  route_warp_keys(rs, E, k, renorm, wout + t * k, ids + t * k);
 }
 
 // ---- shared pieces of the expert kernels ----
@@ -628,32 +591,6 @@ struct RouterParams {
   float *xn;  // with norm: the normalised x [T, D] f32 (an output)
 };
 
-// RMS norm of the T staged rows xs (stage_rows' layout, T <= kWarps) in
-// place, as the RMS_NORM kernel rounds it: (x * inv) * norm[kk]; xn (not
-// NULL): each value also to xn [T, D] in natural order. Barriers: every
-// thread of the block calls it, after the staging barrier.
-template <int VEC>
-__device__ void norm_staged(float *xs, const RouterParams &p, float *xn) {
-  __shared__ float inv[kGemvTokens];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t D = p.D, nch = D / VEC;
-  if (warp < p.T) {
-    float ss = 0.f;
-    for (int64_t i = lane; i < D; i += 32) ss = fmaf(xs[warp * D + i], xs[warp * D + i], ss);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if (lane == 0) inv[warp] = 1.0f / sqrtf(ss / (float)D + p.eps);
-  }
-  __syncthreads();
-  for (int64_t e = threadIdx.x; e < p.T * D; e += kThreads) {
-    const int64_t r = e / D, pos = e - r * D, t4 = pos >> 2, q = t4 / nch;
-    const int64_t kk = p.vec ? (t4 - q * nch) * VEC + q * 4 + (pos & 3) : pos;
-    const float v = __fmul_rn(__fmul_rn(xs[e], inv[r]), p.norm[kk]);
-    xs[e] = v;
-    if (xn) xn[r * D + kk] = v;
-  }
-}
-
 // The fallback's norm (T > 8 or E > 1024): a block per row of x into xn, the
 // same formula (its sum of squares in another order).
 __global__ void __launch_bounds__(kThreads)
@@ -676,119 +613,9 @@ __global__ void __launch_bounds__(kThreads)
 
 constexpr int kCluster = 8;         // blocks of the router cluster (the portable maximum)
 constexpr int kClusterMaxE = 1024;  // its logits [T, E] live in block 0's shared memory
-constexpr int kRouterRows = 2;      // router rows per warp step (16 loads per lane in flight)
 
-// acc[r][t] += router rows (w0 + r * stride rows) . x[t] for the warp's lanes;
-// the caller reduces. xs: x staged as f32 (interleaved when vec).
-template <class WT>
-__device__ __forceinline__ void router_dots(const RouterParams &p, const float *xs, int e0,
-                                            int stride, float (&acc)[kRouterRows][kGemvTokens]) {
-  constexpr int VEC = Wfmt<WT>::VEC;
-  const int lane = threadIdx.x % 32;
-  const int64_t D = p.D, nch = D / VEC;
-  const WT *w = static_cast<const WT *>(p.w);
-  if (p.vec) {
-    for (int64_t c0 = lane; c0 < nch; c0 += 32 * kU) {
-      uint4 v[kRouterRows][kU];
-#pragma unroll
-      for (int r = 0; r < kRouterRows; r++)
-#pragma unroll
-        for (int u = 0; u < kU; u++) {
-          const int64_t c = c0 + (int64_t)u * 32;
-          const int e = e0 + r * stride;
-          v[r][u] = c < nch && e < p.E
-                        ? ld_stream(reinterpret_cast<const uint4 *>(w + (int64_t)e * D) + c)
-                        : make_uint4(0, 0, 0, 0);
-        }
-#pragma unroll
-      for (int u = 0; u < kU; u++) {
-        const int64_t c = c0 + (int64_t)u * 32;
-        if (c >= nch) break;
-#pragma unroll
-        for (int q = 0; q < VEC / 4; q++)
-#pragma unroll
-          for (int t = 0; t < kGemvTokens; t++) {
-            if (t >= p.T) break;
-            const float4 xv = *reinterpret_cast<const float4 *>(xs + t * D + (q * nch + c) * 4);
-#pragma unroll
-            for (int r = 0; r < kRouterRows; r++) {
-              float f[4];
-              Wfmt<WT>::piece(v[r][u], q, f);
-              acc[r][t] = fmaf(f[0], xv.x, acc[r][t]), acc[r][t] = fmaf(f[1], xv.y, acc[r][t]);
-              acc[r][t] = fmaf(f[2], xv.z, acc[r][t]), acc[r][t] = fmaf(f[3], xv.w, acc[r][t]);
-            }
-          }
-      }
-    }
-  } else {
-#pragma unroll
-    for (int r = 0; r < kRouterRows; r++) {
-      const int e = e0 + r * stride;
-      if (e >= p.E) break;
-      for (int64_t kk = lane; kk < D; kk += 32) {
-        const float wv = to_acc(w[(int64_t)e * D + kk]);
-#pragma unroll
-        for (int t = 0; t < kGemvTokens; t++)
-          if (t < p.T) acc[r][t] = fmaf(wv, xs[t * D + kk], acc[r][t]);
-      }
-    }
-  }
-}
-
-// T <= 8: one cluster of kCluster blocks. Each block stages x, its warps dot
-// router rows (warp rows e = block rank * 8 + warp, + 64, ...) and write the
-// logits straight into block 0's shared memory (distributed shared memory);
-// after the cluster barrier, warp t of block 0 routes token t. One launch,
-// no logits in global memory, no atomics.
-template <class WT>
-__global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
-    router_route_kernel(RouterParams p) {
-  constexpr int VEC = Wfmt<WT>::VEC;
-  extern __shared__ float4 smem4[];
-  float *xs = reinterpret_cast<float *>(smem4);  // [T][D]
-  float *lg = xs + p.T * p.D;                    // [T][E] (block 0's are used)
-  unsigned char *taken = reinterpret_cast<unsigned char *>(lg + p.T * p.E);  // [T][E]
-  cg::cluster_group cluster = cg::this_cluster();
-  const int rank = (int)cluster.block_rank(), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  float *lg0 = cluster.map_shared_rank(lg, 0);
-  const int stride = kCluster * kWarps;
-  // Before pdl_wait only weights: this block's router rows (kWarps rows from
-  // each rank * kWarps + j * stride) are asked of L2 while the kernel before drains.
-  if (p.vec && threadIdx.x == 0)
-    for (int e0 = rank * kWarps; e0 < p.E; e0 += stride)
-      prefetch_l2(static_cast<const WT *>(p.w) + (int64_t)e0 * p.D,
-                  (int64_t)(p.E - e0 < kWarps ? p.E - e0 : kWarps) * p.D * (int64_t)sizeof(WT));
-  for (int i = threadIdx.x; i < p.T * p.E; i += kThreads) taken[i] = 0;
-  pdl_wait();  // x comes from the kernel before
-  pdl_launch_dependents();
-  stage_rows<VEC>(xs, p.x, p.x_dt, p.T, (int)p.D, p.vec);
-  if (p.norm) {
-    __syncthreads();  // x staged
-    norm_staged<VEC>(xs, p, rank == 0 ? p.xn : nullptr);
-  }
-  cluster.sync();  // x staged, and every block of the cluster running before any remote write
-  for (int e0 = rank * kWarps + warp; e0 < p.E; e0 += kRouterRows * stride) {
-    float acc[kRouterRows][kGemvTokens] = {};
-    router_dots<WT>(p, xs, e0, stride, acc);
-#pragma unroll
-    for (int r = 0; r < kRouterRows; r++) warp_sum<kGemvTokens>(acc[r]);
-    if (lane != 0) continue;
-#pragma unroll
-    for (int r = 0; r < kRouterRows; r++) {
-      const int e = e0 + r * stride;
-#pragma unroll
-      for (int t = 0; t < kGemvTokens; t++)
-        if (t < p.T && e < p.E) lg0[t * p.E + e] = acc[r][t];
-    }
-  }
-  cluster.sync();  // every logit written and visible to block 0
-  if (rank != 0 || warp >= p.T) return;
-  route_warp(lg + warp * p.E, taken + warp * p.E, p.E, p.k, p.renorm, p.wout + warp * p.k,
-             p.ids + warp * p.k);
-}
-
-// ---- the split router (default; INGOT_MOE_OLD=1: router_route_kernel) ----
-// The old kernel's time went to serial steps before any weight byte moved:
+// ---- the router cluster (T <= 8, E <= 1024) ----
+// Its first version's time went to serial steps before any weight byte moved:
 // ids of the weights only after x was staged and normalised (a warp-serial
 // sum of squares, int64 index maths) and a cluster barrier. Here each block
 // of the cluster owns a contiguous share of the router rows and issues its
@@ -1116,10 +943,6 @@ __global__ void sum_slots_kernel(const float *part, const int32_t *ids, int k, i
 
 int pow2_tokens(int T) { return T <= 1 ? 1 : T <= 2 ? 2 : T <= 4 ? 4 : 8; }
 
-// INGOT_MOE_OLD=1: the previous decode kernels (router_route_kernel), kept
-// until both are measured on the H200. Read at every call (tests switch it).
-bool moe_old() { return ingot_env_on("INGOT_MOE_OLD"); }
-
 template <class K>
 ingot_status launch_smem(K kern, dim3 grid, size_t smem, cudaStream_t s, const MoeParams &p,
                          const char *what) {
@@ -1225,22 +1048,12 @@ ingot_status run_experts(bool gate, MoeParams p, const ingot_tensor *w, int64_t 
 // and the route kernel.
 template <class WT>
 ingot_status route_linear(const RouterParams &p, int dev, cudaStream_t s) {
-  const size_t smem = (size_t)p.T * (size_t)p.D * sizeof(float) + (size_t)p.T * p.E * 5;
+  const size_t smem = ((size_t)p.T * (size_t)p.D + (size_t)p.T * p.E) * sizeof(float);
   if (p.T <= kGemvTokens && p.E <= kClusterMaxE && smem <= kGemvSmem) {
-    void (*kern)(RouterParams) = router_route_kernel<WT>;
-    if (!moe_old()) switch (pow2_tokens(p.T)) {
-        case 1:
-          kern = router_split_kernel<WT, 1>;
-          break;
-        case 2:
-          kern = router_split_kernel<WT, 2>;
-          break;
-        case 4:
-          kern = router_split_kernel<WT, 4>;
-          break;
-        default:
-          kern = router_split_kernel<WT, 8>;
-      }
+    void (*kern)(RouterParams) = pow2_tokens(p.T) == 1   ? router_split_kernel<WT, 1>
+                                 : pow2_tokens(p.T) == 2 ? router_split_kernel<WT, 2>
+                                 : pow2_tokens(p.T) == 4 ? router_split_kernel<WT, 4>
+                                                         : router_split_kernel<WT, 8>;
     if (smem > 48 * 1024) {
       ingot_status st = cuda_check(
           cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
@@ -1267,8 +1080,8 @@ ingot_status route_linear(const RouterParams &p, int dev, cudaStream_t s) {
   router_logits_kernel<WT><<<grid_for(n * 32, kThreads), kThreads, 0, s>>>(p, logits);
   ingot_status st = launch_status("moe_route_linear logits kernel");
   if (!st) {
-    route_kernel<float>
-        <<<(unsigned)p.T, 32, (size_t)p.E * 5, s>>>(logits, p.E, p.k, p.renorm, p.wout, p.ids);
+    route_kernel<float><<<(unsigned)p.T, 32, (size_t)p.E * sizeof(float), s>>>(
+        logits, p.E, p.k, p.renorm, p.wout, p.ids);
     st = launch_status("moe_route kernel");
   }
   cuda_scratch_free(dev, logits, s);
@@ -1280,10 +1093,10 @@ ingot_status k_route(ingot_op_args *a) {
   const int64_t T = ingot_shape(L)[0], E = R ? ingot_shape(R)[0] : ingot_shape(L)[1];
   const int k = (int)a->iarg[0];
   if (T == 0) return INGOT_OK;
-  const size_t smem = (size_t)E * (sizeof(float) + 1);
+  const size_t smem = (size_t)E * sizeof(float);
   if (smem > 48 * 1024 || T > INT32_MAX)
     return ingot_set_error(INGOT_ERR_UNSUPPORTED, "moe_route: at most %d experts on CUDA",
-                           (int)(48 * 1024 / (sizeof(float) + 1)));
+                           (int)(48 * 1024 / sizeof(float)));
   const int dev = ingot_device_of(L).index;
   ingot_status st = cuda_use_device(dev);
   if (st) return st;

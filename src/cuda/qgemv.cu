@@ -32,6 +32,15 @@
 //   transpose straight into y; from 64 rows on, a bf16 scratch and bf16
 //   tensor cores instead (qmatmul_prefill.cu). A norm is applied first (the
 //   RMS_NORM kernel), res added after (add_res_kernel).
+// - QMATMUL_ROPE_KV (M = 1, block weights, an arrivals tensor): the
+//   shared-memory kernel above with an epilogue (qgemv_rope_kv.cuh): q|k|v
+//   goes to a scratch [N] as always; after storing its task's rows a warp
+//   fences and adds their count to the arrival counter of each head they
+//   touch; the warp that completes a head (D rows) fences, reads it back
+//   through L2, applies q_norm/k_norm and rope at pos (read on the device)
+//   and writes q to the output, k and v into the caches (rows of a pos
+//   outside [0, ctx) skipped), then zeroes the counter: zero between
+//   launches, no memset node. Otherwise QMATMUL then ROPE_KV_WRITE.
 // - QGET_ROWS: one thread per (id, 32-element unit). Ids are checked as
 //   embedding checks them (cuda_check_index_range); with checks off an
 //   out-of-range id yields a zero row.
@@ -51,7 +60,9 @@
 #include "pdl.cuh"
 #include "ingot/nn.h"
 #include "ingot/ops.h"
+#include "../core/qkv_rope.h"
 #include "qgemv_kernels.cuh"
+#include "qgemv_rope_kv.cuh"
 
 namespace {
 
@@ -122,15 +133,21 @@ cudaError_t launch_gemv_t(const uint8_t *w, int64_t rs, const float *x, int64_t 
   return e;
 }
 
-// The shared-memory kernel when it applies (16-byte aligned rows, a task of
-// rows within kStageBytes, x and the warps' buffers within kSmemLimit):
-// *launched true; else nothing is launched. glu: x is gate | up [m, 2k].
-template <int TYPE>
-cudaError_t launch_gemv_smem_t(const uint8_t *w, int64_t rs, const float *x, int64_t k, int64_t n,
-                               int m, float *y, const float *res, const float *norm, float eps,
-                               bool glu, cudaStream_t s, bool *launched) {
-  *launched = false;
-  if ((uintptr_t)w % 16 || rs % 16 || k > (1 << 20)) return cudaSuccess;
+// Launch geometry of the shared-memory kernel (qgemv_smem_kernel and
+// qgemv_rope_kv_kernel).
+struct SmemPlan {
+  int lpr, rw, threads;
+  int64_t smem;
+  unsigned blocks;
+  bool xvec;
+};
+
+// The shared-memory kernel's geometry when it applies (16-byte aligned rows,
+// a task of rows within kStageBytes, x and the warps' buffers within
+// kSmemLimit); else false.
+bool plan_smem(int type, const uint8_t *w, int64_t rs, const float *x, int64_t k, int64_t n, int m,
+               SmemPlan *p) {
+  if ((uintptr_t)w % 16 || rs % 16 || k > (1 << 20)) return false;
   int lpr = lanes_per_row(k);
   while (lpr < 32 && (32 / lpr) * kRowsPerGroup * rs > kStageBytes) lpr *= 2;  // fewer rows a task
   // Many tasks (a large N: bandwidth-bound): more rows a task, so more bytes
@@ -141,26 +158,37 @@ cudaError_t launch_gemv_smem_t(const uint8_t *w, int64_t rs, const float *x, int
   int64_t rw = (int64_t)(32 / lpr) * kRowsPerGroup;
   if (rw * rs > kStageBytes && lpr == 32) rw = 1;  // long rows: one a task
   const int64_t task_bytes = rw * rs;
-  if (task_bytes > kStageBytes) return cudaSuccess;
+  if (task_bytes > kStageBytes) return false;
   const int64_t ntask = (n + rw - 1) / rw;
   // Small N: 2- or 1-warp blocks spread the few tasks over more SMs.
   const int threads = ntask >= 132 * 8 ? kSmemMaxThreads : ntask >= 132 * 2 ? 64 : 32;
   const int nw = threads / 32;
   static_assert(kManyTasks >= 132 * 8, "a bandwidth-bound product runs 4-warp blocks");
   const int64_t smem = smem_x_bytes(m, k) + nw * smem_warp_bytes(task_bytes);
-  if (smem > kSmemLimit) return cudaSuccess;
+  if (smem > kSmemLimit) return false;
   int64_t blocks = (ntask + nw - 1) / nw;
   // Grid-stride over the tasks (each warp prefetches its next one): no more
   // blocks than stay resident (3 or 4 blocks of 128 threads an SM, by the
   // registers: smem_blocks_per_sm), or a second wave would start late and
   // finish last.
-  if (blocks > resident_blocks(TYPE, m)) blocks = resident_blocks(TYPE, m);
-  const bool xvec = (uintptr_t)x % 16 == 0 && k % 4 == 0;
-  const unsigned g = (unsigned)blocks;
+  if (blocks > resident_blocks(type, m)) blocks = resident_blocks(type, m);
+  *p =
+      SmemPlan{lpr, (int)rw, threads, smem, (unsigned)blocks, (uintptr_t)x % 16 == 0 && k % 4 == 0};
+  return true;
+}
+
+// The shared-memory kernel when it applies (plan_smem): *launched true;
+// else nothing is launched. glu: x is gate | up [m, 2k].
+template <int TYPE>
+cudaError_t launch_gemv_smem_t(const uint8_t *w, int64_t rs, const float *x, int64_t k, int64_t n,
+                               int m, float *y, const float *res, const float *norm, float eps,
+                               bool glu, cudaStream_t s, bool *launched) {
+  SmemPlan p;
+  *launched = plan_smem(TYPE, w, rs, x, k, n, m, &p);
+  if (!*launched) return cudaSuccess;
   cudaError_t e;
-  QGEMV_BY_M(e, m, qgemv_smem_kernel, g, threads, (size_t)smem, s, w, rs, x, (int)k, n, m, y, res,
-             norm, eps, lpr, (int)rw, xvec, glu);
-  *launched = true;
+  QGEMV_BY_M(e, m, qgemv_smem_kernel, p.blocks, p.threads, (size_t)p.smem, s, w, rs, x, (int)k, n,
+             m, y, res, norm, eps, p.lpr, p.rw, p.xvec, glu);
   return e;
 }
 
@@ -302,6 +330,61 @@ ingot_status k_qmatmul(ingot_op_args *a) {
   return st;
 }
 
+template <int TYPE>
+cudaError_t launch_rope_kv_t(const SmemPlan &p, const uint8_t *w, int64_t rs, const float *x,
+                             int64_t k, int64_t n, float *y, const float *norm, float eps,
+                             const RopeKvParams &P, cudaStream_t s) {
+  return launch_pdl(qgemv_rope_kv_kernel<TYPE>, dim3(p.blocks), dim3(p.threads), (size_t)p.smem, s,
+                    w, rs, x, (int)k, n, y, norm, eps, p.lpr, p.rw, p.xvec, P);
+}
+
+// QMATMUL_ROPE_KV (contract in src/core/ops_attention.c). T = 1, block
+// weights, arrivals given and the shared-memory kernel's geometry: one
+// launch of qgemv_rope_kv_kernel (q|k|v into a scratch [N], each head roped
+// and written by the warp that completes it). Otherwise the QMATMUL and
+// ROPE_KV_WRITE kernels one after the other (float weights: the dense GEMV
+// of gemv.cu is faster than the block kernel).
+ingot_status k_qmatmul_rope_kv(ingot_op_args *a) {
+  ingot_tensor *x = a->in[0], *w = a->in[1], *q = a->out[0];
+  ingot_status st = cuda_use_device_of(q);
+  if (st) return st;
+  const int type = (int)a->iarg[0];
+  const int64_t k = a->iarg[1], m = ingot_shape(x)[0], n = ingot_shape(w)[0];
+  const int64_t rs = ingot_shape(w)[1];
+  const uint8_t *wp = (const uint8_t *)ingot_tensor_data(w);
+  const float *xp = (const float *)ingot_tensor_data(x);
+  const bool dense = type == INGOT_GGML_F32 || type == INGOT_GGML_BF16 || type == INGOT_GGML_F16;
+  SmemPlan plan;
+  if (m != 1 || dense || !a->in[7] || !plan_smem(type, wp, rs, xp, k, n, 1, &plan))
+    return qmatmul_rope_kv_compose(a);
+  const int64_t *qs = ingot_shape(q), *cs = ingot_shape(a->out[1]);
+  RopeKvParams P;
+  P.pos = (const int32_t *)ingot_tensor_data(a->in[3]);
+  P.inv = (const double *)ingot_tensor_data(a->in[4]);
+  P.qn = a->in[5] ? (const float *)ingot_tensor_data(a->in[5]) : nullptr;
+  P.kn = a->in[6] ? (const float *)ingot_tensor_data(a->in[6]) : nullptr;
+  P.qo = (float *)ingot_tensor_data(q);
+  P.kc = ingot_tensor_data(a->out[1]);
+  P.vc = ingot_tensor_data(a->out[2]);
+  P.arrivals = (unsigned *)ingot_tensor_data(a->in[7]);
+  P.hq = (int)qs[1], P.d = (int)qs[2], P.ctx = (int)cs[0], P.hkv = (int)cs[1];
+  P.eps = (float)a->farg[1];
+  P.neox = a->iarg[2] != 0;
+  P.half = ingot_dtype_of(a->out[1]) == INGOT_F16;
+  // qgemv_rope_kv_kernel is built for the residency of M = 2 (fewer registers' spills)
+  if (plan.blocks > resident_blocks(type, 2)) plan.blocks = (unsigned)resident_blocks(type, 2);
+  const int dev = ingot_device_of(q).index;
+  cudaStream_t s = stream_of(q);
+  float *y = (float *)cuda_scratch_alloc(dev, (size_t)n * sizeof(float), s);
+  if (!y) return ingot_last_status();
+  const float *np = a->in[2] ? (const float *)ingot_tensor_data(a->in[2]) : nullptr;
+  cudaError_t e = cudaErrorInvalidValue;
+  GGML_TYPE_SWITCH(
+      type, e = launch_rope_kv_t<QT>(plan, wp, rs, xp, k, n, y, np, (float)a->farg[0], P, s));
+  cuda_scratch_free(dev, y, s);  // stream-ordered: reused only after this launch
+  return cuda_check(e, "qmatmul_rope_kv kernel");
+}
+
 ingot_status k_qget_rows(ingot_op_args *a) {
   ingot_tensor *w = a->in[0], *ids = a->in[1], *out = a->out[0];
   ingot_status st = cuda_use_device_of(out);
@@ -320,4 +403,5 @@ ingot_status k_qget_rows(ingot_op_args *a) {
 extern "C" void cuda_register_qgemv(ingot_backend *be) {
   be->kernels[INGOT_OP_QMATMUL] = k_qmatmul;
   be->kernels[INGOT_OP_QGET_ROWS] = k_qget_rows;
+  be->kernels[INGOT_OP_QMATMUL_ROPE_KV] = k_qmatmul_rope_kv;
 }

@@ -234,17 +234,24 @@ __device__ __forceinline__ void stage_x(const float *__restrict__ x, int m, int 
   __syncthreads();
 }
 
+// The plain product: nothing after a task's rows are stored.
+struct NoEpilogue {
+  __device__ __forceinline__ void operator()(int64_t, int64_t, int) const {}
+};
+
+// The body of the shared-memory GEMV; epi(r0, rows, lane) runs on every lane
+// of a warp once the warp has stored its task's rows [r0, r0 + rows) of y.
 // glu: x is gate | up [m, 2k] (stage_x). Host guarantees: w and rs 16-byte
 // aligned, rw (rows a task) = (32 / lpr) * C, or 1 when lpr = 32 and two
 // rows exceed kStageBytes (the group's second row is then absent), rw * rs
 // <= kStageBytes, dynamic shared memory = smem_x_bytes + warps *
 // smem_warp_bytes. Every block reads x only after pdl_wait (pdl.cuh).
-template <int TYPE, int R>
-__global__ void __launch_bounds__(kSmemMaxThreads, smem_blocks_per_sm(TYPE, R))
-    qgemv_smem_kernel(const uint8_t *__restrict__ w, int64_t rs, const float *__restrict__ x, int k,
-                      int64_t n, int m, float *__restrict__ y, const float *__restrict__ res,
-                      const float *__restrict__ norm, float eps, int lpr, int rw, bool xvec,
-                      bool glu) {
+template <int TYPE, int R, class Epi>
+__device__ __forceinline__ void smem_gemv(const uint8_t *__restrict__ w, int64_t rs,
+                                          const float *__restrict__ x, int k, int64_t n, int m,
+                                          float *__restrict__ y, const float *__restrict__ res,
+                                          const float *__restrict__ norm, float eps, int lpr,
+                                          int rw, bool xvec, bool glu, const Epi &epi) {
   constexpr int C = kRowsPerGroup;
   extern __shared__ int4 smem_raw[];
   const int units = (k + ggml::kUnit - 1) / ggml::kUnit, xstride = units * kXSkew;
@@ -295,8 +302,18 @@ __global__ void __launch_bounds__(kSmemMaxThreads, smem_blocks_per_sm(TYPE, R))
     }
     group_sum<R, C>(acc, lpr);
     if (sub == 0) store_rows<R, C>(acc, r0 + lr0, r0 + rows, n, m, y, res);
+    epi(r0, rows, lane);
     __syncwarp();  // the buffer is rewritten by the next task
   }
+}
+
+template <int TYPE, int R>
+__global__ void __launch_bounds__(kSmemMaxThreads, smem_blocks_per_sm(TYPE, R))
+    qgemv_smem_kernel(const uint8_t *__restrict__ w, int64_t rs, const float *__restrict__ x, int k,
+                      int64_t n, int m, float *__restrict__ y, const float *__restrict__ res,
+                      const float *__restrict__ norm, float eps, int lpr, int rw, bool xvec,
+                      bool glu) {
+  smem_gemv<TYPE, R>(w, rs, x, k, n, m, y, res, norm, eps, lpr, rw, xvec, glu, NoEpilogue());
 }
 
 // y += res over n elements (the residual of the paths that compose kernels).

@@ -1,11 +1,11 @@
 /* The llama/qwen3/qwen3_moe forward over Ingot tensors (forward_dev.h): the same
  * network as llama.c's raw-pointer CPU path, written with ops only
- * (qget_rows, rms_norm, qmatmul, qmatmul_swiglu, rope_kv_write,
+ * (qget_rows, rms_norm, qmatmul, qmatmul_swiglu, qmatmul_rope_kv, rope_kv_write,
  * attention_cached, swiglu, add; sparse MLPs: forward_moe.c) so it runs on any backend. Positions
  * live in device tensors, so the decode step replays from a captured graph. Few launches a layer:
  * q|k|v and gate|up are one product each (weights stacked at load), q/k/v and gate/up are views of
- * it, rope + the cache write are one op, and every linear goes through dev_linear_ex (norm in,
- * residual out). */
+ * it, the q|k|v product, rope and the cache write are one op, and every linear goes through
+ * dev_linear_ex (norm in, residual out). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,7 +95,8 @@ bool dev_model_alloc(ingot_model *m, ingot_device dev) {
   d->logits = ingot_empty(2, (int64_t[]){1, c->vocab}, INGOT_F32, dev);
   d->tok = ingot_zeros(1, (int64_t[]){1}, INGOT_I64, dev);
   d->pos = ingot_zeros(1, (int64_t[]){1}, INGOT_I32, dev);
-  if (!d->inv_freq || !d->logits || !d->tok || !d->pos) return false;
+  d->arrivals = ingot_zeros(1, (int64_t[]){c->n_heads + 2 * c->n_kv_heads}, INGOT_I32, dev);
+  if (!d->inv_freq || !d->logits || !d->tok || !d->pos || !d->arrivals) return false;
   for (int l = 0; l < c->n_layers; l++)
     if (!(d->layers[l].k_cache = new_cache(c, dev)) || !(d->layers[l].v_cache = new_cache(c, dev)))
       return false;
@@ -157,7 +158,7 @@ void dev_model_free(dev_model *d) {
     free(d->layers);
   }
   ingot_tensor *ts[] = {d->embd.t, d->lm_head.t, d->out_norm, d->inv_freq,
-                        d->logits, d->tok,       d->pos};
+                        d->logits, d->tok,       d->pos,      d->arrivals};
   for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) ingot_release(ts[i]);
   free(d);
 }
@@ -179,24 +180,25 @@ static ingot_tensor *heads(const ingot_tensor *x, int64_t at, int64_t T, int64_t
   return ingot_view(ingot_narrow(x, 1, at, h * hd), 3, (int64_t[]){T, h, hd});
 }
 
-/* Attention norm and the q, k, v products of x [T, dim]: views [T, heads,
- * head_dim] of one stacked product, or of three. */
-static bool qkv_forward(const ingot_model_config *c, const dev_layer *L, const ingot_tensor *x,
-                        int64_t T, ingot_tensor **q, ingot_tensor **k, ingot_tensor **v) {
+/* The roped q [T, heads, head_dim] of x [T, dim], its k and v rows written
+ * into the layer's caches at pos: the stacked q|k|v product with rope and
+ * the cache write in one op (on CUDA one launch for T = 1), or the norm,
+ * three products and rope_kv_write. */
+static ingot_tensor *attn_q(const ingot_model_config *c, const dev_model *d, const dev_layer *L,
+                            const ingot_tensor *x, const ingot_tensor *pos, int64_t T,
+                            const ingot_rope_kv_options *ro) {
   int64_t hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
-  double eps = c->rms_eps;
   if (L->qkv.t) {
-    ingot_tensor *qkv = dev_linear_ex(x, &L->qkv, L->attn_norm, eps, NULL);
-    *q = heads(qkv, 0, T, nh, hd);
-    *k = heads(qkv, nh * hd, T, nkv, hd);
-    *v = heads(qkv, (nh + nkv) * hd, T, nkv, hd);
-  } else {
-    ingot_tensor *xb = ingot_rms_norm(x, L->attn_norm, eps);
-    *q = heads(dev_linear(xb, &L->wq), 0, T, nh, hd);
-    *k = heads(dev_linear(xb, &L->wk), 0, T, nkv, hd);
-    *v = heads(dev_linear(xb, &L->wv), 0, T, nkv, hd);
+    ingot_qkv_rope_options o = {
+        .norm = L->attn_norm, .eps = c->rms_eps, .rope = *ro, .arrivals = d->arrivals};
+    return ingot_qmatmul_rope_kv(x, L->qkv.t, L->qkv.type, L->qkv.cols, pos, d->inv_freq, &o,
+                                 L->k_cache, L->v_cache);
   }
-  return *q && *k && *v;
+  ingot_tensor *xb = ingot_rms_norm(x, L->attn_norm, c->rms_eps);
+  ingot_tensor *q = heads(dev_linear(xb, &L->wq), 0, T, nh, hd);
+  ingot_tensor *k = heads(dev_linear(xb, &L->wk), 0, T, nkv, hd);
+  ingot_tensor *v = heads(dev_linear(xb, &L->wv), 0, T, nkv, hd);
+  return ingot_rope_kv_write(q, k, v, pos, d->inv_freq, ro, L->k_cache, L->v_cache);
 }
 
 /* x + the dense MLP of ffn_norm(x): one stacked gate|up product whose SwiGLU
@@ -228,13 +230,10 @@ static ingot_tensor *layers_forward(ingot_model *m, const ingot_tensor *ids,
   for (int l = 0; l < c->n_layers && x; l++) {
     const dev_layer *L = &d->layers[l];
     ingot_scope_begin(); /* a layer's temporaries go at its end */
-    ingot_tensor *q, *k, *v, *att = NULL;
     ro.q_norm = c->qk_norm ? L->q_norm : NULL;
     ro.k_norm = c->qk_norm ? L->k_norm : NULL;
-    if (qkv_forward(c, L, x, T, &q, &k, &v)) {
-      q = ingot_rope_kv_write(q, k, v, pos, d->inv_freq, &ro, L->k_cache, L->v_cache);
-      att = ingot_attention_cached(q, L->k_cache, L->v_cache, pos, scale);
-    }
+    ingot_tensor *q = attn_q(c, d, L, x, pos, T, &ro);
+    ingot_tensor *att = ingot_attention_cached(q, L->k_cache, L->v_cache, pos, scale);
     x = dev_linear_ex(ingot_view(att, 2, (int64_t[]){T, nh * hd}), &L->wo, NULL, 0, x);
     if (L->sparse) {
       x = dev_moe_forward(&L->moe, c, x, L->ffn_norm, eps);

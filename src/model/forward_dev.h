@@ -44,6 +44,7 @@ typedef struct dev_model {
   ingot_tensor *logits;   /* float32 [1, vocab]: the last prompt token's logits */
   ingot_tensor *tok;      /* int64 [1]: the decode step's token (an index: no cast a step) */
   ingot_tensor *pos;      /* int32 [1]: its position */
+  ingot_tensor *arrivals; /* int32 [n_heads + 2 n_kv_heads], zero: qmatmul_rope_kv's counters */
 } dev_model;
 
 #define DEV_CHUNK 512 /* prefill rows per pass (one launch set per chunk and layer) */

@@ -30,13 +30,6 @@ def exact(monkeypatch):
     monkeypatch.delenv("INGOT_NO_GRAPH", raising=False)
 
 
-@pytest.fixture(params=["new", "old"])
-def moe_path(request, monkeypatch):
-    """The CUDA tests on the current decode kernels and on the previous ones
-    (INGOT_MOE_OLD=1), kept until both are measured."""
-    monkeypatch.setenv("INGOT_MOE_OLD", "1" if request.param == "old" else "0")
-
-
 def build(tmp_path, tok_dir, name, dt, fused=False):
     c = dict(CASES[name], torch_dtype="bfloat16" if dt == "bf16" else "float32")
     w = {k: v.astype(DTYPES[dt]) for k, v in moe_weights(c, seed=len(name) + 3).items()}
@@ -159,12 +152,12 @@ def test_errors_leave_the_cache(tmp_path, tok_dir):
 
 @needs_cuda
 @pytest.mark.parametrize("name,dt", RUNS, ids=[f"{n}-{d}" for n, d in RUNS])
-def test_cuda_matches_raw_path(tmp_path, tok_dir, monkeypatch, moe_path, name, dt):
+def test_cuda_matches_raw_path(tmp_path, tok_dir, monkeypatch, name, dt):
     compare(build(tmp_path, tok_dir, name, dt), "cuda", CUDA_TOL, monkeypatch)
 
 
 @needs_cuda
-def test_cuda_f16_and_fused(tmp_path, tok_dir, monkeypatch, moe_path):
+def test_cuda_f16_and_fused(tmp_path, tok_dir, monkeypatch):
     compare(build(tmp_path, tok_dir, "e8_k2_shared", "f32", fused=True), "cuda", CUDA_TOL)
     c = dict(CASES["e4_k4_all"], torch_dtype="float16")
     w = {k: v.astype(np.float16) for k, v in moe_weights(c, seed=2).items()}
@@ -173,6 +166,6 @@ def test_cuda_f16_and_fused(tmp_path, tok_dir, monkeypatch, moe_path):
 
 @needs_cuda
 @pytest.mark.parametrize("name", ["e8_k2_norm", "e8_k2_shared"])
-def test_cuda_f8_experts(tmp_path, tok_dir, monkeypatch, moe_path, name):
+def test_cuda_f8_experts(tmp_path, tok_dir, monkeypatch, name):
     compare(f8_model(tmp_path, tok_dir, name), "cuda", CUDA_TOL, monkeypatch)
 
