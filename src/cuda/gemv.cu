@@ -559,22 +559,32 @@ int occupancy(K kern, int dev, size_t smem, std::atomic<uint64_t> &cache) {
   return per_sm;
 }
 
+// The dynamic shared memory an occupancy query assumes for a staging of smem
+// bytes: 32 KB up to 32 KB, so one cached entry serves every k there (registers
+// limit residency: 2 blocks of 256 at <= 128), else smem itself. Never the 48 KB
+// default limit: with the kernel's static shared memory on top a query there
+// answers 0 blocks (which read as 1 block an SM: half the warps for gemvx and
+// gemv_kernel, measured on the H200).
+size_t occ_smem(size_t smem) { return smem <= 32 * 1024 ? 32 * 1024 : smem; }
+
+// Opt in to more than 48 KB of shared memory (static included) when the staging
+// needs it; idempotent, set on every such call since devices may differ.
+template <class K>
+ingot_status allow_smem(K kern, size_t smem, const char *what) {
+  if (smem <= 32 * 1024) return INGOT_OK;
+  return cuda_check(
+      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), what);
+}
+
 template <class WT, int R>
 ingot_status launch_r(GemvParams &p, int dev, cudaStream_t s) {
   constexpr int VEC = Wfmt<WT>::VEC, C = Tune<WT, R>::C;
   size_t smem = (size_t)R * p.nch * VEC * sizeof(float);
   auto kern = gemv_kernel<WT, R>;
-  if (smem > 48 * 1024) {
-    // Idempotent; set on every large call since devices may differ.
-    ingot_status st = cuda_check(
-        cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
-        "gemv smem attribute");
-    if (st) return st;
-  }
-  // Queried at the largest staging (48 KB) so that one cache entry serves every k:
-  // registers (launch bounds: 2 blocks of 256 at <= 128) limit residency, not smem.
+  ingot_status st = allow_smem(kern, smem, "gemv smem attribute");
+  if (st) return st;
   static std::atomic<uint64_t> occ{0};
-  const int per_sm = occupancy(kern, dev, 48 * 1024, occ);
+  const int per_sm = occupancy(kern, dev, occ_smem(smem), occ);
   const int64_t tiles = (p.m + C - 1) / C, cap = (int64_t)sm_count(dev) * per_sm;
   // A warp per tile when that fills a quarter of the warp slots (each lane then
   // has C*U 16-byte loads in flight), else the block splits k (block barriers
@@ -618,11 +628,12 @@ ingot_status launch_tiles(K kern, GemvParams &p, int dev, cudaStream_t s, size_t
 // The one-row kernel when it applies and pays (see the top of the file).
 template <class WT, int C>
 ingot_status launch_1c(GemvParams &p, int dev, cudaStream_t s, bool *used) {
-  // Queried at the largest staging (48 KB) so that one cache entry serves every k:
-  // registers (launch bounds: 2 blocks of 256 at <= 128) limit residency, not smem.
+  const size_t smem = (size_t)p.nch * 16;
+  ingot_status st = allow_smem(gemv1_kernel<WT, C>, smem, "gemv1 smem attribute");
+  if (st) return st;
   static std::atomic<uint64_t> occ{0};
-  return launch_tiles<C>(gemv1_kernel<WT, C>, p, dev, s, (size_t)p.nch * 16, 48 * 1024, occ,
-                         "gemv1 kernel", used);
+  return launch_tiles<C>(gemv1_kernel<WT, C>, p, dev, s, smem, occ_smem(smem), occ, "gemv1 kernel",
+                         used);
 }
 
 template <class WT>
@@ -636,17 +647,10 @@ template <class WT, int R, int C>
 ingot_status launch_xc(GemvParams &p, int dev, cudaStream_t s, bool *used) {
   const size_t smem = (size_t)R * p.nch * Wfmt<WT>::VEC * sizeof(float);
   auto kern = gemvx_kernel<WT, R, C>;
-  if (smem > 48 * 1024) {  // idempotent; set on every large call since devices may differ
-    ingot_status st = cuda_check(
-        cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
-        "gemvx smem attribute");
-    if (st) return st;
-  }
-  // Up to 48 KB one cache entry serves every k (registers limit residency); a larger
-  // staging limits it itself, so it is queried at its size.
+  ingot_status st = allow_smem(kern, smem, "gemvx smem attribute");
+  if (st) return st;
   static std::atomic<uint64_t> occ{0};
-  return launch_tiles<C>(kern, p, dev, s, smem, smem > 48 * 1024 ? smem : 48 * 1024, occ,
-                         "gemvx kernel", used);
+  return launch_tiles<C>(kern, p, dev, s, smem, occ_smem(smem), occ, "gemvx kernel", used);
 }
 
 // Columns per warp tile by rows: each staged X float4 is reused by C columns, so that
@@ -665,9 +669,9 @@ ingot_status launch_x(GemvParams &p, int dev, cudaStream_t s, bool *used) {
 }
 
 // Cases of cuda_common.cuh's CUDA_CASE for the float weight dtypes.
-#define GEMV_FLOAT_WEIGHTS(...)                                                                \
-  CUDA_CASE(INGOT_F32, float, __VA_ARGS__)                                                     \
-  CUDA_CASE(INGOT_BF16, bf16_t, __VA_ARGS__)                                                   \
+#define GEMV_FLOAT_WEIGHTS(...)              \
+  CUDA_CASE(INGOT_F32, float, __VA_ARGS__)   \
+  CUDA_CASE(INGOT_BF16, bf16_t, __VA_ARGS__) \
   CUDA_CASE(INGOT_F16, f16_t, __VA_ARGS__)
 
 int vec_of(ingot_dtype dt) {

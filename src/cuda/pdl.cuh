@@ -36,9 +36,11 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 
 // The kernel family of the including file (its PDL_FAMILY, defined before
 // the include): INGOT_NO_PDL=1 turns PDL off everywhere, a comma-separated
-// list of families (attn, gemv, moe, nn, qgemv, sample) only for those. A
-// file that measured slower with PDL also defines PDL_DEFAULT_OFF: its
-// launches are plain unless INGOT_PDL lists its family.
+// list of families (attn, gemv, moe, nn, qgemv, router, sample) only for
+// those. A file that measured slower with PDL also defines PDL_DEFAULT_OFF:
+// its launches are plain unless INGOT_PDL lists its family. A kernel may
+// take a family of its own through pdl_on_for and launch_pdl_if (the MoE
+// router: on, in the moe file that is off).
 #ifndef PDL_FAMILY
 #define PDL_FAMILY "other"
 #endif
@@ -46,34 +48,39 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #define PDL_DEFAULT_OFF 0
 #endif
 
-// Whether the comma-separated list e names this file's family.
-static inline bool pdl_listed(const char *e) {
-  const size_t n = strlen(PDL_FAMILY);
-  for (const char *p = e; p && (p = strstr(p, PDL_FAMILY)); p += n)
+// Whether the comma-separated list e names the family f.
+static inline bool pdl_listed(const char *e, const char *f) {
+  const size_t n = strlen(f);
+  for (const char *p = e; p && (p = strstr(p, f)); p += n)
     if ((p == e || p[-1] == ',') && (p[n] == ',' || p[n] == 0)) return true;
   return false;
 }
 
-// Whether this file's launches use PDL: sm_90+ and on for its family (read once).
+// Whether launches of the family f use PDL: sm_90+, not turned off by
+// INGOT_NO_PDL, and (when default_off) listed in INGOT_PDL. Reads the
+// environment and the device: callers cache it.
+static inline bool pdl_on_for(const char *f, bool default_off) {
+  const char *no = getenv("INGOT_NO_PDL"), *yes = getenv("INGOT_PDL");
+  int dev = 0, major = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  bool off = default_off ? !(yes && pdl_listed(yes, f)) : false;
+  if (no && *no && strcmp(no, "0") != 0) off = off || !strcmp(no, "1") || pdl_listed(no, f);
+  return major >= 9 && !off;
+}
+
+// Whether this file's launches use PDL (read once).
 static inline bool pdl_enabled() {
   static int on = -1;
-  if (on < 0) {
-    const char *no = getenv("INGOT_NO_PDL"), *yes = getenv("INGOT_PDL");
-    int dev = 0, major = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    bool off = PDL_DEFAULT_OFF ? !(yes && pdl_listed(yes)) : false;
-    if (no && *no && strcmp(no, "0") != 0) off = off || !strcmp(no, "1") || pdl_listed(no);
-    on = major >= 9 && !off;
-  }
+  if (on < 0) on = pdl_on_for(PDL_FAMILY, PDL_DEFAULT_OFF);
   return on;
 }
 
 // kernel<<<grid, block, smem, s>>>(args...) with the PDL attribute (when
 // enabled). Returns the launch's error.
 template <typename... KArgs, typename... Args>
-static inline cudaError_t launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
-                                     cudaStream_t s, Args &&...args) {
+static inline cudaError_t launch_pdl_if(bool on, void (*kernel)(KArgs...), dim3 grid, dim3 block,
+                                        size_t smem, cudaStream_t s, Args &&...args) {
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
@@ -83,6 +90,13 @@ static inline cudaError_t launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 b
   cfg.dynamicSmemBytes = smem;
   cfg.stream = s;
   cfg.attrs = attr;
-  cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  cfg.numAttrs = on ? 1 : 0;
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+// launch_pdl_if for this file's family.
+template <typename... KArgs, typename... Args>
+static inline cudaError_t launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                                     cudaStream_t s, Args &&...args) {
+  return launch_pdl_if(pdl_enabled(), kernel, grid, block, smem, s, std::forward<Args>(args)...);
 }
