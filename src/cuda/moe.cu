@@ -1050,10 +1050,11 @@ template <class WT>
 ingot_status route_linear(const RouterParams &p, int dev, cudaStream_t s) {
   const size_t smem = ((size_t)p.T * (size_t)p.D + (size_t)p.T * p.E) * sizeof(float);
   if (p.T <= kGemvTokens && p.E <= kClusterMaxE && smem <= kGemvSmem) {
-    void (*kern)(RouterParams) = pow2_tokens(p.T) == 1   ? router_split_kernel<WT, 1>
-                                 : pow2_tokens(p.T) == 2 ? router_split_kernel<WT, 2>
-                                 : pow2_tokens(p.T) == 4 ? router_split_kernel<WT, 4>
-                                                         : router_split_kernel<WT, 8>;
+    const int nt = pow2_tokens(p.T);
+    void (*kern)(RouterParams) = nt == 1   ? router_split_kernel<WT, 1>
+                                 : nt == 2 ? router_split_kernel<WT, 2>
+                                 : nt == 4 ? router_split_kernel<WT, 4>
+                                           : router_split_kernel<WT, 8>;
     if (smem > 48 * 1024) {
       ingot_status st = cuda_check(
           cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),

@@ -133,6 +133,15 @@ cudaError_t launch_gemv_t(const uint8_t *w, int64_t rs, const float *x, int64_t 
   return e;
 }
 
+// The dtype of a float ggml type (F32 / BF16 / F16: HF checkpoints' weights,
+// which the dense GEMV of gemv.cu streams), else -1 (block types).
+int float_dtype(int type) {
+  return type == INGOT_GGML_F32    ? INGOT_F32
+         : type == INGOT_GGML_BF16 ? INGOT_BF16
+         : type == INGOT_GGML_F16  ? INGOT_F16
+                                   : -1;
+}
+
 // Launch geometry of the shared-memory kernel (qgemv_smem_kernel and
 // qgemv_rope_kv_kernel).
 struct SmemPlan {
@@ -243,10 +252,7 @@ ingot_status qmatmul_x(ingot_op_args *a) {
   const float *np = norm ? (const float *)ingot_tensor_data(norm) : nullptr;  // fused norm
   float *yp = (float *)ingot_tensor_data(y);
   cudaError_t e = cudaErrorInvalidValue;
-  const int fdt = type == INGOT_GGML_F32    ? INGOT_F32
-                  : type == INGOT_GGML_BF16 ? INGOT_BF16
-                  : type == INGOT_GGML_F16  ? INGOT_F16
-                                            : -1;
+  const int fdt = float_dtype(type);
   const int64_t es = fdt >= 0 ? (int64_t)ingot_dtype_size((ingot_dtype)fdt) : 1;
   ingot_tensor *xn = nullptr;  // rms_norm(x), made once for the paths that need it apart
   if (m <= 8 && fdt >= 0 && ingot_is_contiguous(x) && rs % es == 0 &&
@@ -305,7 +311,7 @@ ingot_status k_qmatmul(ingot_op_args *a) {
   if (st) return st;
   const int type = (int)a->iarg[0];
   const int64_t k = a->iarg[1], m = ingot_shape(x)[0], n = ingot_shape(w)[0];
-  const bool dense = type == INGOT_GGML_F32 || type == INGOT_GGML_BF16 || type == INGOT_GGML_F16;
+  const bool dense = float_dtype(type) >= 0;
   if (m <= 8 && !dense) {  // (float weights: the dense GEMV of gemv.cu, after the SWIGLU kernel)
     bool done = false;
     cudaError_t e = cudaErrorInvalidValue;
@@ -353,7 +359,7 @@ ingot_status k_qmatmul_rope_kv(ingot_op_args *a) {
   const int64_t rs = ingot_shape(w)[1];
   const uint8_t *wp = (const uint8_t *)ingot_tensor_data(w);
   const float *xp = (const float *)ingot_tensor_data(x);
-  const bool dense = type == INGOT_GGML_F32 || type == INGOT_GGML_BF16 || type == INGOT_GGML_F16;
+  const bool dense = float_dtype(type) >= 0;
   SmemPlan plan;
   if (m != 1 || dense || !a->in[7] || !plan_smem(type, wp, rs, xp, k, n, 1, &plan))
     return qmatmul_rope_kv_compose(a);

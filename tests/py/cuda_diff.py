@@ -25,15 +25,6 @@ lib.ingot_device_count.restype = ctypes.c_int
 HAVE_CUDA = lib.ingot_device_count(1) > 0
 CUDA = Device(1, 0)
 needs_cuda = pytest.mark.skipif(not HAVE_CUDA, reason="skipped: no CUDA device")
-# the graph API (ingot_graph_end returns a pointer: not ctypes' default int)
-lib.ingot_graph_begin.argtypes = [type(CUDA)]
-lib.ingot_graph_begin.restype = ctypes.c_int
-lib.ingot_graph_end.argtypes = [type(CUDA)]
-lib.ingot_graph_end.restype = ctypes.c_void_p
-lib.ingot_graph_replay.argtypes = [ctypes.c_void_p]
-lib.ingot_graph_replay.restype = ctypes.c_int
-lib.ingot_graph_destroy.argtypes = [ctypes.c_void_p]
-lib.ingot_graph_destroy.restype = None
 OUT_SLOT = object()
 
 # (rtol, atol) per result dtype name; integer and bool results must be equal.
@@ -124,6 +115,8 @@ def diff(name, *args, tol=None):
     return want
 
 
+# The graph API, once for every test module (ingot_graph_end returns a
+# pointer: not ctypes' default int).
 declare({
     "ingot_graph_begin": (ctypes.c_int, [Device]),
     "ingot_graph_end": (ctypes.c_void_p, [Device]),

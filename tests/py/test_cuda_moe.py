@@ -30,7 +30,6 @@ max|logit|; operands drawn so that no top-k logits are that close).
 gate_up/down: f32 sums of n = K (or k*I) O(1) products in another order:
 rtol 1e-4, atol moe_ref.dot_tol(n) times the result scale.
 """
-import ctypes
 import gc
 
 import numpy as np
@@ -38,21 +37,11 @@ import pytest
 
 from cuda_diff import CUDA, OUT_SLOT, diff, needs_cuda, to_device
 from ingot_ctypes import T as Tensor
-from ingot_ctypes import (Device, IngotError, P, call, declare, lib, out_ptr, take, tensor,
-                          to_numpy, transposed)
+from ingot_ctypes import IngotError, call, lib, out_ptr, take, tensor, to_numpy, transposed
 from moe_ref import BF16, F8, F16, F32, WDTS, dot_tol, rand_ids, rand_layer, rand_weights
 
 RNG = np.random.default_rng(11)
 NAMES = {BF16: "bf16", F16: "f16", F32: "f32", F8: "f8"}
-
-declare({
-    "ingot_graph_begin": (ctypes.c_int, [Device]),
-    "ingot_graph_end": (P, [Device]),
-    "ingot_graph_replay": (ctypes.c_int, [P]),
-    "ingot_graph_destroy": (None, [P]),
-    "ingot_synchronize": (ctypes.c_int, [Device]),
-})
-
 
 def opt(t):
     return None if t is None else tensor(t)

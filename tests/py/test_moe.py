@@ -303,12 +303,16 @@ def test_experts_add(rdt, T):
     np.testing.assert_allclose(to_numpy(y), ry, rtol=1e-4, atol=1e-4)
 
 
+def experts_operands():
+    """The valid operands the experts error tests vary: x [2, 16], gate|up
+    [4, 8, 16] and down [4, 16, 4] bf16 weights, ids and routing weights [2, 2]."""
+    return (tensor(np.zeros((2, 16), np.float32)), tensor(np.zeros((4, 8, 16), BF16)),
+            tensor(np.zeros((4, 16, 4), BF16)), tensor(np.zeros((2, 2), np.int32)),
+            tensor(np.ones((2, 2), np.float32)))
+
+
 def test_experts_add_errors():
-    x = tensor(np.zeros((2, 16), np.float32))
-    wgu = tensor(np.zeros((4, 8, 16), BF16))
-    wd = tensor(np.zeros((4, 16, 4), BF16))
-    ids = tensor(np.zeros((2, 2), np.int32))
-    wts = tensor(np.ones((2, 2), np.float32))
+    x, wgu, wd, ids, wts = experts_operands()
     e = "ingot_moe_experts_add"
     call(e, tensor(np.zeros((2, 16), np.float32)), x, wgu, None, wd, None, ids, wts)
     raises("moe_experts_add: NULL res", e, None, x, wgu, None, wd, None, ids, wts)
@@ -319,11 +323,7 @@ def test_experts_add_errors():
 
 
 def test_experts_errors():
-    x = tensor(np.zeros((2, 16), np.float32))
-    wgu = tensor(np.zeros((4, 8, 16), BF16))
-    wd = tensor(np.zeros((4, 16, 4), BF16))
-    ids = tensor(np.zeros((2, 2), np.int32))
-    wts = tensor(np.ones((2, 2), np.float32))
+    x, wgu, wd, ids, wts = experts_operands()
     e = "ingot_moe_experts"
     call(e, x, wgu, None, wd, None, ids, wts)  # the valid call the others vary
     raises("moe_experts: w must be bfloat16", e, x, wgu, None,

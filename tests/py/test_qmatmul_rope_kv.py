@@ -261,18 +261,6 @@ def test_cuda_qmatmul_rope_kv_skips_bad_positions():
         np.testing.assert_array_equal(to_numpy(arr), 0)
 
 
-lib.ingot_graph_begin.argtypes = [type(CUDA)]
-lib.ingot_graph_begin.restype = ctypes.c_int
-lib.ingot_graph_end.argtypes = [type(CUDA)]
-lib.ingot_graph_end.restype = ctypes.c_void_p
-lib.ingot_graph_replay.argtypes = [ctypes.c_void_p]
-lib.ingot_graph_replay.restype = ctypes.c_int
-lib.ingot_graph_destroy.argtypes = [ctypes.c_void_p]
-lib.ingot_graph_destroy.restype = None
-lib.ingot_synchronize.argtypes = [type(CUDA)]
-lib.ingot_synchronize.restype = ctypes.c_int
-
-
 @needs_cuda
 @pytest.mark.parametrize("qk_norm", [False, True])
 def test_cuda_qmatmul_rope_kv_graph_replays(qk_norm):
