@@ -416,25 +416,25 @@ static void bench_linalg(bench_ctx *c) {
 }
 
 /* ---- one MoE FFN of Qwen3-30B-A3B at batch 1 (torch_anchors.py "moe"):
- * router GEMV + route (softmax, top-8, renormalise) in ingot_moe_route_linear,
- * gate/up + SiLU*up and down + weighted sum in ingot_moe_experts (as
- * forward_moe.c runs a layer); timed eagerly and as graph replays. The
- * inputs rotate over MOE_INPUTS tokens (different experts) so that the
- * active 76 MB, which is more than L2, is not served from one fixed set. ---- */
+ * router GEMV + route (softmax, top-8, renormalise), gate/up + SiLU*up and
+ * down + weighted sum, as forward_moe.c runs a layer at decode: one
+ * ingot_moe_block, which also does the RMS norm before the router (weight
+ * ones here) and adds the residual (more than the anchor's FFN, not less):
+ * one kernel for the fp8 row, the three composed kernels for bf16
+ * (INGOT_MOE_BLOCK=1 / 0 force either). Timed eagerly
+ * and as graph replays. The inputs rotate over MOE_INPUTS tokens (different
+ * experts) so that the active 76 MB, which is more than L2, is not served
+ * from one fixed set. ---- */
 #define MOE_INPUTS 4
 typedef struct moe_arg {
-  ingot_tensor *x[MOE_INPUTS], *wg, *gate_up, *down, *s_gu, *s_d;
+  ingot_tensor *x[MOE_INPUTS], *norm, *wg, *gate_up, *down, *s_gu, *s_d;
   ingot_graph *graph[MOE_INPUTS];
   ingot_tensor *gy[MOE_INPUTS]; /* the outputs the graphs write */
 } moe_arg;
 
 static ingot_tensor *moe_layer(const moe_arg *m, const ingot_tensor *x) {
-  ingot_tensor *w = NULL, *ids = NULL, *y = NULL;
-  if (ingot_moe_route_linear(x, m->wg, 8, true, &w, &ids) == INGOT_OK)
-    y = ingot_moe_experts(x, m->gate_up, m->s_gu, m->down, m->s_d, ids, w);
-  ingot_release(w);
-  ingot_release(ids);
-  return y;
+  return ingot_moe_block(x, m->norm, 1e-6, m->wg, 8, true, m->gate_up, m->s_gu, m->down, m->s_d,
+                         NULL, NULL);
 }
 
 static ingot_tensor *run_moe(void *p, int iter) {
@@ -475,14 +475,15 @@ static void bench_moe(bench_ctx *c, bool fp8) {
   m.wg = randn_as(2, (int64_t[]){E, H}, INGOT_BF16, c->dev);
   m.gate_up = randn_as(3, (int64_t[]){E, 2 * I, H}, wdt, c->dev);
   m.down = randn_as(3, (int64_t[]){E, H, I}, wdt, c->dev);
-  bool ok = m.wg && m.gate_up && m.down;
+  m.norm = ingot_full(1, (int64_t[]){H}, 1.0, INGOT_F32, c->dev);
+  bool ok = m.wg && m.gate_up && m.down && m.norm;
   if (fp8) {
     m.s_gu = ingot_full(2, (int64_t[]){E, 2 * I}, 0.02, INGOT_F32, c->dev);
     m.s_d = ingot_full(2, (int64_t[]){E, H}, 0.02, INGOT_F32, c->dev);
     ok = ok && m.s_gu && m.s_d;
   }
   for (int i = 0; i < MOE_INPUTS && ok; i++)
-    ok = (m.x[i] = randn_as(2, (int64_t[]){1, H}, INGOT_BF16, c->dev)) != NULL;
+    ok = (m.x[i] = randn_as(2, (int64_t[]){1, H}, INGOT_F32, c->dev)) != NULL;
   double bytes = (double)K * 3 * H * I * (fp8 ? 1 : 2) + (double)E * H * 2;
   const char *shape = "[1,2048] E128 top8 I768";
   const char *dt = fp8 ? "float8_e4m3fn" : "bfloat16";
@@ -499,6 +500,7 @@ static void bench_moe(bench_ctx *c, bool fp8) {
     if (m.graph[i]) ingot_graph_destroy(m.graph[i]);
     ingot_release(m.x[i]);
   }
+  ingot_release(m.norm);
   ingot_release(m.wg);
   ingot_release(m.gate_up);
   ingot_release(m.down);

@@ -155,7 +155,8 @@ extern "C" {
   /* mixture of experts (src/core/ops_moe.c) */                                            \
   X(MOE_ROUTE, "moe_route")                                                                \
   X(MOE_GATE_UP, "moe_gate_up")                                                            \
-  X(MOE_DOWN, "moe_down")
+  X(MOE_DOWN, "moe_down")                                                                  \
+  X(MOE_BLOCK, "moe_block")
 
 typedef enum ingot_op {
 #define INGOT_OP_ENUM(e, s) INGOT_OP_##e,

@@ -75,6 +75,19 @@ ingot_tensor *ingot_moe_experts_add(const ingot_tensor *res, const ingot_tensor 
                                     const ingot_tensor *down_scale, const ingot_tensor *ids,
                                     const ingot_tensor *weights);
 
+/* A sparse MoE layer (no shared expert) as one op: y [T,D] f32 = x +
+ * ingot_moe_experts(xn, ...) with xn = rms_norm(x, norm, eps) and the routing
+ * of ingot_moe_route_linear(xn, router, k, renorm), which *weights and *ids
+ * return when not NULL. x f32 [T,D]; norm f32 [D]; router [E,D] float;
+ * gate_up_w [E,2I,D]; down_w [E,D,I]. On CUDA at T = 1 one kernel does the
+ * router, the routing and both expert products (INGOT_MOE_BLOCK=0: the three
+ * ops' kernels); otherwise, and on the CPU, the three ops' kernels run. */
+ingot_tensor *ingot_moe_block(const ingot_tensor *x, const ingot_tensor *norm, double eps,
+                              const ingot_tensor *router, int k, bool renorm,
+                              const ingot_tensor *gate_up_w, const ingot_tensor *gate_up_scale,
+                              const ingot_tensor *down_w, const ingot_tensor *down_scale,
+                              ingot_tensor **weights, ingot_tensor **ids);
+
 #ifdef __cplusplus
 }
 #endif

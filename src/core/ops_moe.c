@@ -26,11 +26,20 @@
  *              in[3] weights f32 [T,k], in[4] scale f32 [E,K] or NULL;
  *              out[0] y f32 [T,K] = sum_j weights[t,j] * (h[t,j] . w[e] rows);
  *              nin 6: in[5] res f32 [T,K], and y = res + that sum (one f32
- *              addition, as ingot_add's). */
+ *              addition, as ingot_add's).
+ * MOE_BLOCK:   in[0] x f32 [T,D], in[1] norm f32 [D], in[2] router [E,D]
+ *              f32/bf16/f16, in[3] gate_up w [E,2I,D], in[4] its scale or
+ *              NULL, in[5] down w [E,D,I], in[6] its scale or NULL (weights
+ *              as MOE_GATE_UP's); iarg[0] = k, iarg[1] = renorm, farg[0] =
+ *              eps; out[0] y f32 [T,D], out[1] weights f32 [T,k], out[2] ids
+ *              int32 [T,k]: MOE_ROUTE (nin 3) of x, then MOE_GATE_UP of its
+ *              xn, then MOE_DOWN with res = x (moe_block_compose), up to the
+ *              order of each f32 sum. T >= 1, D >= 1, I >= 1. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
+#include "moe_compose.h"
 
 static bool is_float16ish(ingot_dtype dt) {
   return dt == INGOT_F32 || dt == INGOT_BF16 || dt == INGOT_F16;
@@ -296,6 +305,12 @@ ingot_tensor *ingot_moe_down(const ingot_tensor *h, const ingot_tensor *w,
   return down(h, w, scale, ids, weights, NULL);
 }
 
+/* INGOT_MOE_PREFETCH=0: no down-row hint for gate_up (to measure what it buys). */
+static bool down_hint(void) {
+  const char *pf = getenv("INGOT_MOE_PREFETCH");
+  return !(pf && strcmp(pf, "0") == 0);
+}
+
 /* ingot_moe_experts, plus res (NULL: none) added by the down pass. */
 static ingot_tensor *experts(const ingot_tensor *res, const ingot_tensor *x,
                              const ingot_tensor *gate_up_w, const ingot_tensor *gate_up_scale,
@@ -304,10 +319,7 @@ static ingot_tensor *experts(const ingot_tensor *res, const ingot_tensor *x,
   const ingot_tensor *ts[3] = {x, down_w, weights};
   if (!check_tensors("moe_experts", 3, ts) || !check_weight("moe_experts", down_w, down_scale))
     return NULL;
-  /* INGOT_MOE_PREFETCH=0: no down-row hint (to measure what it buys) */
-  const char *pf = getenv("INGOT_MOE_PREFETCH");
-  ingot_tensor *h =
-      gate_up(x, gate_up_w, gate_up_scale, ids, pf && strcmp(pf, "0") == 0 ? NULL : down_w);
+  ingot_tensor *h = gate_up(x, gate_up_w, gate_up_scale, ids, down_hint() ? down_w : NULL);
   if (!h) return NULL;
   ingot_tensor *y = down(h, down_w, down_scale, ids, weights, res);
   ingot_release(h);
@@ -328,4 +340,128 @@ ingot_tensor *ingot_moe_experts_add(const ingot_tensor *res, const ingot_tensor 
                                     const ingot_tensor *weights) {
   if (!res) return ingot_fail(INGOT_ERR_ARG, "moe_experts_add: NULL res");
   return experts(res, x, gate_up_w, gate_up_scale, down_w, down_scale, ids, weights);
+}
+
+ingot_tensor *ingot_moe_block(const ingot_tensor *x, const ingot_tensor *norm, double eps,
+                              const ingot_tensor *router, int k, bool renorm,
+                              const ingot_tensor *gate_up_w, const ingot_tensor *gate_up_scale,
+                              const ingot_tensor *down_w, const ingot_tensor *down_scale,
+                              ingot_tensor **weights, ingot_tensor **ids) {
+  const char *op = "moe_block";
+  if (weights) *weights = NULL;
+  if (ids) *ids = NULL;
+  if (check_route_linear(op, x, router, k)) return NULL;
+  const ingot_tensor *ts[4] = {x, norm, gate_up_w, down_w};
+  if (!check_tensors(op, 4, ts) || !check_weight(op, gate_up_w, gate_up_scale) ||
+      !check_weight(op, down_w, down_scale))
+    return NULL;
+  if (x->dtype != INGOT_F32 || norm->dtype != INGOT_F32 || norm->ndim != 1 ||
+      norm->shape[0] != x->shape[1])
+    return ingot_fail(INGOT_ERR_ARG, "%s: x must be float32 and norm float32 [%lld]", op,
+                      (long long)x->shape[1]);
+  const int64_t T = x->shape[0], D = x->shape[1], E = router->shape[0];
+  const int64_t I = down_w->shape[2];
+  if (gate_up_w->shape[0] != E || gate_up_w->shape[1] != 2 * I || gate_up_w->shape[2] != D ||
+      down_w->shape[0] != E || down_w->shape[1] != D)
+    return ingot_fail(INGOT_ERR_SHAPE,
+                      "%s: gate_up_w must be [%lld, 2I, %lld] and down_w [%lld, %lld, I] "
+                      "(router E %lld, x D %lld), got [%lld, %lld, %lld] and [%lld, %lld, %lld]",
+                      op, (long long)E, (long long)D, (long long)E, (long long)D, (long long)E,
+                      (long long)D, (long long)gate_up_w->shape[0], (long long)gate_up_w->shape[1],
+                      (long long)gate_up_w->shape[2], (long long)down_w->shape[0],
+                      (long long)down_w->shape[1], (long long)I);
+  if (T > (1 << 24) || I < 1)
+    return ingot_fail(INGOT_ERR_SHAPE, "%s: %s", op,
+                      I < 1 ? "I must be at least 1" : "T too large");
+  int64_t yshape[2] = {T, D}, kshape[2] = {T, k};
+  ingot_op_args a = {.op = INGOT_OP_MOE_BLOCK, .nin = 7, .nout = 3};
+  const ingot_tensor *src[7] = {x, norm, router, gate_up_w, gate_up_scale, down_w, down_scale};
+  bool ok = true;
+  for (int i = 0; i < 7; i++) {
+    if (!src[i]) continue;
+    a.in[i] = i == 3 || i == 5 ? (ingot_tensor *)src[i] : ingot_contiguous(src[i]);
+    ok = ok && a.in[i];
+  }
+  a.iarg[0] = k;
+  a.iarg[1] = renorm;
+  a.farg[0] = eps;
+  ingot_status st = INGOT_OK;
+  if (!ok || !(a.out[0] = tensor_new(2, yshape, INGOT_F32, x->device)) ||
+      !(a.out[1] = tensor_new(2, kshape, INGOT_F32, x->device)) ||
+      !(a.out[2] = tensor_new(2, kshape, INGOT_I32, x->device)))
+    st = ingot_last_status();
+  else
+    st = dispatch(&a);
+  for (int i = 0; i < 7; i++)
+    if (i != 3 && i != 5) ingot_release(a.in[i]);
+  ingot_tensor *y = st ? NULL : a.out[0];
+  if (!y) ingot_release(a.out[0]);
+  if (y && weights)
+    *weights = a.out[1];
+  else
+    ingot_release(a.out[1]);
+  if (y && ids)
+    *ids = a.out[2];
+  else
+    ingot_release(a.out[2]);
+  return y ? y : fail_in(op);
+}
+
+/* The backend of MOE_BLOCK's output when it has the three ops, else NULL + error. */
+static const ingot_backend *moe_backend(const ingot_tensor *y) {
+  const ingot_backend *be = backend_for(y->device);
+  if (be && (!be->kernels[INGOT_OP_MOE_ROUTE] || !be->kernels[INGOT_OP_MOE_GATE_UP] ||
+             !be->kernels[INGOT_OP_MOE_DOWN])) {
+    ingot_set_error(INGOT_ERR_UNSUPPORTED, "moe_block: the %s backend lacks the moe ops",
+                    ingot_device_kind_name(y->device.kind));
+    return NULL;
+  }
+  return be;
+}
+
+/* MOE_BLOCK's first step: MOE_ROUTE with the norm into out[1] (weights), out[2]
+ * (ids) and a fresh *xn [T,D] f32 (the caller releases it; NULL on failure). */
+static ingot_status moe_block_route(ingot_op_args *a, ingot_tensor **xn) {
+  ingot_tensor *y = a->out[0];
+  const ingot_backend *be = moe_backend(y);
+  *xn = be ? tensor_new(2, y->shape, INGOT_F32, y->device) : NULL;
+  if (!*xn) return ingot_last_status();
+  ingot_op_args r = {.op = INGOT_OP_MOE_ROUTE, .nin = 3, .nout = 3};
+  r.in[0] = a->in[0], r.in[1] = a->in[2], r.in[2] = a->in[1];
+  r.iarg[0] = a->iarg[0], r.iarg[1] = a->iarg[1], r.farg[0] = a->farg[0];
+  r.out[0] = a->out[1], r.out[1] = a->out[2], r.out[2] = *xn;
+  ingot_status st = be->kernels[INGOT_OP_MOE_ROUTE](&r);
+  if (st) {
+    ingot_release(*xn);
+    *xn = NULL;
+  }
+  return st;
+}
+
+ingot_status moe_block_compose(ingot_op_args *a) {
+  ingot_tensor *y = a->out[0], *xn = NULL;
+  const ingot_backend *be = moe_backend(y);
+  if (!be) return ingot_last_status();
+  const int64_t T = y->shape[0], k = a->iarg[0], I = a->in[5]->shape[2];
+  ingot_status st = moe_block_route(a, &xn);
+  if (st) return st;
+  ingot_tensor *h = tensor_new(3, (int64_t[]){T, k, I}, INGOT_F32, y->device);
+  if (!h) st = ingot_last_status();
+  if (!st) {
+    ingot_op_args g = {.op = INGOT_OP_MOE_GATE_UP, .nin = down_hint() ? 5 : 4, .nout = 1};
+    g.in[0] = xn, g.in[1] = a->in[3], g.in[2] = a->out[2], g.in[3] = a->in[4];
+    g.in[4] = down_hint() ? a->in[5] : NULL;
+    g.out[0] = h;
+    st = be->kernels[INGOT_OP_MOE_GATE_UP](&g);
+  }
+  if (!st) {
+    ingot_op_args d = {.op = INGOT_OP_MOE_DOWN, .nin = 6, .nout = 1};
+    d.in[0] = h, d.in[1] = a->in[5], d.in[2] = a->out[2], d.in[3] = a->out[1];
+    d.in[4] = a->in[6], d.in[5] = a->in[0];
+    d.out[0] = y;
+    st = be->kernels[INGOT_OP_MOE_DOWN](&d);
+  }
+  ingot_release(xn); /* stream-ordered on a device: reused only after this stream's work */
+  ingot_release(h);
+  return st;
 }

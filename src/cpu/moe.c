@@ -5,6 +5,7 @@
 #include <omp.h>
 #include <stdlib.h>
 
+#include "../core/moe_compose.h"
 #include "cpu.h"
 
 /* True when a beats b as a routing choice: larger logit, NaN largest, ties
@@ -193,4 +194,5 @@ void cpu_register_moe(ingot_backend *be) {
   be->kernels[INGOT_OP_MOE_ROUTE] = k_route;
   be->kernels[INGOT_OP_MOE_GATE_UP] = k_gate_up;
   be->kernels[INGOT_OP_MOE_DOWN] = k_down;
+  be->kernels[INGOT_OP_MOE_BLOCK] = moe_block_compose; /* the three kernels above */
 }

@@ -184,4 +184,5 @@ void cuda_backend_init(ingot_backend *be) {
   cuda_register_nn(be);
   cuda_register_qgemv(be);
   cuda_register_moe(be);
+  cuda_register_moe_block(be);
 }

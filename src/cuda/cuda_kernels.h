@@ -37,6 +37,7 @@ void cuda_register_qgemv(ingot_backend *be); /* qgemv.cu: QMATMUL, QGET_ROWS, QM
  * INGOT_CUDA_CHECK_INDICES=0). */
 ingot_status cuda_check_index_range(const char *op, const ingot_tensor *idx, int64_t size, int dim);
 void cuda_register_moe(ingot_backend *be);
+void cuda_register_moe_block(ingot_backend *be); /* moe_block.cu: MOE_BLOCK */
 
 /* ATTENTION_CACHED for T > 1 query rows (src/cuda/attention_prefill.cu):
  * whether the tiled prefill kernel takes (T, head_dim D), and its launch on

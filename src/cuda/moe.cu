@@ -64,6 +64,7 @@
 // grids); INGOT_PDL=moe turns it on.
 #define PDL_DEFAULT_OFF 1
 #include "../core/env.h"
+#include "moe_common.cuh"
 #include "pdl.cuh"
 #include "weight_chunk.cuh"
 
@@ -81,75 +82,7 @@ constexpr int kLoads = 16;                   // gate_up: 16-byte loads per lane 
 constexpr int kPersistBlocks = 132 * 2;      // gate_up grid: H200 SMs x resident blocks
 constexpr int kBM = 32, kBN = 32, kBK = 32;  // grouped GEMM tiles
 
-// ---- routing ----
-
-// The softmax weights of a warp's k choices (id[0..k) written, all lanes
-// alike; first = id[0], mine = id[lane] kept in registers): expf(x - max) over
-// the E logits rs summed in a fixed order, renormalised over the k if asked.
-__device__ void route_weights(const float *rs, int E, int k, bool renorm, int first, int mine,
-                              float *w, const int32_t *id) {
-  const int lane = threadIdx.x % 32;
-  const float m = rs[first];
-  float s = 0.f;
-  for (int e = lane; e < E; e += 32) s += expf(rs[e] - m);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-  // Weight `lane` stays in a register; choices past 32 (k > 32) go through w.
-  float ks = 0.f, wl = 0.f;
-  for (int j = lane; j < k; j += 32) {
-    const float v = expf(rs[j == lane ? mine : id[j]] - m) / s;
-    ks += v;
-    if (j == lane)
-      wl = v;
-    else
-      w[j] = v;
-  }
-  if (renorm)
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) ks += __shfl_xor_sync(0xffffffffu, ks, o);
-  for (int j = lane; j < k; j += 32) {
-    const float v = j == lane ? wl : w[j];
-    w[j] = renorm ? v / ks : v;
-  }
-}
-
-// A routing choice's order as one 64-bit key: the value's order, then the
-// lower id; NaN above +inf, -0 equal to +0; 0 < key < ~0 (0: none, ~0: above
-// every key). The CPU's order (src/cpu/moe.c); tests cover NaN / inf / +-0 / ties.
-__device__ __forceinline__ unsigned long long route_key(float v, int e) {
-  const uint32_t b = v == 0.f ? 0u : __float_as_uint(v);
-  const uint32_t ord = isnan(v) ? 0xffffffffu : b >> 31 ? ~b : b | 0x80000000u;
-  return (unsigned long long)ord << 32 | (0xfffffffeu - (uint32_t)e);
-}
-
-// One warp routes one token: rs = its E logits as f32 in shared memory,
-// visible to the warp; w, id its k outputs. The keys are distinct, so round
-// j's choice is the largest key below round j-1's (no taken flags), one
-// 64-bit max a step.
-__device__ void route_warp_keys(const float *rs, int E, int k, bool renorm, float *w, int32_t *id) {
-  const int lane = threadIdx.x % 32;
-  int first = 0, mine = 0;
-  unsigned long long prev = ~0ull;
-  for (int j = 0; j < k; j++) {
-    unsigned long long best = 0;
-    for (int e = lane; e < E; e += 32) {
-      const unsigned long long key = route_key(rs[e], e);
-      if (key < prev && key > best) best = key;
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const unsigned long long other = __shfl_xor_sync(0xffffffffu, best, o);
-      if (other > best) best = other;
-    }
-    const int bi = (int)(0xfffffffeu - (uint32_t)best);
-    prev = best;
-    if (j == 0) first = bi;
-    if (j == lane) mine = bi;
-    if (lane == 0) id[j] = bi;
-  }
-  __syncwarp();  // id visible to the warp (route_weights reads choices past 32)
-  route_weights(rs, E, k, renorm, first, mine, w, id);
-}
+// ---- routing (route_warp_keys: moe_common.cuh) ----
 
 // A warp per token (blocks of one warp: no barriers, E limited only by shared memory).
 template <class T>
@@ -191,8 +124,6 @@ __device__ __forceinline__ float load_a(const void *p, int dt, int64_t i) {
       return static_cast<const float *>(p)[i];
   }
 }
-
-__device__ __forceinline__ float silu(float g) { return g / (1.0f + expf(-g)); }
 
 // Staged-row position of element kk: interleaved when vec, plain otherwise.
 template <int VEC>

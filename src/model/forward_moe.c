@@ -120,7 +120,12 @@ ingot_tensor *dev_moe_forward(const dev_moe *m, const ingot_model_config *c, con
    * one op (one kernel on CUDA, which also gives the normed xb); else the
    * norm, the linear, then the routing. */
   bool decode = x && ingot_shape(x)[0] <= 8 && (rows = router_rows(&m->router));
-  if (decode && norm && ingot_dtype_of(x) == INGOT_F32 && ingot_dtype_of(norm) == INGOT_F32) {
+  bool f32 = norm && ingot_dtype_of(x) == INGOT_F32 && ingot_dtype_of(norm) == INGOT_F32;
+  /* Without a shared expert the whole block is one op (one kernel on CUDA at T = 1). */
+  if (decode && f32 && !m->has_shared)
+    return ingot_moe_block(x, norm, eps, rows, k, renorm, m->gate_up, m->gate_up_scale, m->down,
+                           m->down_scale, NULL, NULL);
+  if (decode && f32) {
     if (ingot_moe_route_linear_norm(x, norm, eps, rows, k, renorm, &xb, &weights, &ids))
       return NULL;
   } else if (!(xb = ingot_rms_norm(x, norm, eps))) {

@@ -15,6 +15,7 @@ sig("ingot_moe_route_linear", I, P, P, ctypes.c_int, B, OUT, OUT)
 sig("ingot_moe_route_linear_norm", I, P, P, D, P, ctypes.c_int, B, OUT, OUT, OUT)
 sig("ingot_moe_experts", P, P, P, P, P, P, P, P)
 sig("ingot_moe_experts_add", P, P, P, P, P, P, P, P, P)
+sig("ingot_moe_block", P, P, P, D, P, ctypes.c_int, B, P, P, P, P, OUT, OUT)
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F8 = np.dtype(ml_dtypes.float8_e4m3fn)
@@ -117,3 +118,37 @@ def rand_layer(rng, T, E, k, K, NI, wdt, distinct=True):
     ids = rand_ids(rng, T, k, E, distinct)
     wts = rng.uniform(0, 1, (T, k)).astype(np.float32)
     return x, wgu, sgu, wd, sd, ids, wts
+
+
+U = 2.0 ** -24  # f32 unit roundoff
+
+
+def router_operands(rng, xdt, rdt, E, k, D, T, norm):
+    """The router tests' operands (x [T,D] xdt, norm weight, router [E,D]
+    rdt), their f64 logits and err = u sqrt(D) max|logit|, about
+    the largest error of the CPU's logits (serial f32 dots of D terms: the
+    error grows as sqrt(D) times the partial sums' size). Drawn again until
+    every token's top k+1 logits are more than 16 err apart, so both devices
+    choose the same ids (at D 4096 a near-tie within err is a few tokens in a
+    thousand)."""
+    while True:
+        x = (rng.standard_normal((T, D)) * 3).astype(xdt)
+        nw = rng.uniform(0.5, 1.5, D).astype(np.float32)
+        router = (rng.standard_normal((E, D)) * (3 / D ** 0.5)).astype(rdt)
+        xr = x.astype(np.float32).astype(np.float64)
+        if norm:
+            xr = xr / np.sqrt((xr * xr).mean(1, keepdims=True) + 1e-6) * nw
+        logits = xr @ router.astype(np.float64).T
+        err = U * D ** 0.5 * np.abs(logits).max()
+        top = -np.sort(-logits, axis=1)[:, :min(k + 1, E)]
+        if (top[:, :-1] - top[:, 1:] > 16 * err).all():
+            return x, nw, router, logits, err
+
+
+def router_rtol(err):
+    """Routing weights' rtol from the router's logits: 8 err, at least 2e-5.
+    The CPU's weights are up to 1.03 err off f64 (512 draws of the split
+    batches' shapes; at D 4096 ~5x a fixed 2e-5, which also failed at T 40,
+    D 2048 with logits up to ~10), the device's tree sums ~20x less: 4 err
+    for either side."""
+    return max(2e-5, 8 * err)

@@ -38,7 +38,8 @@ import pytest
 from cuda_diff import CUDA, OUT_SLOT, diff, needs_cuda, to_device
 from ingot_ctypes import T as Tensor
 from ingot_ctypes import IngotError, call, lib, out_ptr, take, tensor, to_numpy, transposed
-from moe_ref import BF16, F8, F16, F32, WDTS, dot_tol, rand_ids, rand_layer, rand_weights
+from moe_ref import (BF16, F8, F16, F32, WDTS, dot_tol, rand_ids, rand_layer, rand_weights,
+                     router_operands, router_rtol)
 
 RNG = np.random.default_rng(11)
 NAMES = {BF16: "bf16", F16: "f16", F32: "f32", F8: "f8"}
@@ -149,40 +150,6 @@ def diff_slots(name, args, tols):
 
 
 SPLIT_SHAPES = [(4, 2, 4096), (13, 3, 2048), (1024, 8, 4096), (129, 8, 40)]
-U = 2.0 ** -24  # f32 unit roundoff
-
-
-def router_operands(rng, xdt, rdt, E, k, D, T, norm):
-    """The router tests' operands (x [T,D] xdt, norm weight, router [E,D]
-    rdt), their f64 logits and err = u sqrt(D) max|logit|, about
-    the largest error of the CPU's logits (serial f32 dots of D terms: the
-    error grows as sqrt(D) times the partial sums' size). Drawn again until
-    every token's top k+1 logits are more than 16 err apart, so both devices
-    choose the same ids (at D 4096 a near-tie within err is a few tokens in a
-    thousand)."""
-    while True:
-        x = (rng.standard_normal((T, D)) * 3).astype(xdt)
-        nw = rng.uniform(0.5, 1.5, D).astype(np.float32)
-        router = (rng.standard_normal((E, D)) * (3 / D ** 0.5)).astype(rdt)
-        xr = x.astype(np.float32).astype(np.float64)
-        if norm:
-            xr = xr / np.sqrt((xr * xr).mean(1, keepdims=True) + 1e-6) * nw
-        logits = xr @ router.astype(np.float64).T
-        err = U * D ** 0.5 * np.abs(logits).max()
-        top = -np.sort(-logits, axis=1)[:, :min(k + 1, E)]
-        if (top[:, :-1] - top[:, 1:] > 16 * err).all():
-            return x, nw, router, logits, err
-
-
-def router_rtol(err):
-    """Routing weights' rtol from the router's logits: 8 err, at least 2e-5.
-    The CPU's weights are up to 1.03 err off f64 (512 draws of the split
-    batches' shapes; at D 4096 ~5x a fixed 2e-5, which also failed at T 40,
-    D 2048 with logits up to ~10), the device's tree sums ~20x less: 4 err
-    for either side."""
-    return max(2e-5, 8 * err)
-
-
 @pytest.mark.parametrize("rdt", [F32, BF16], ids=lambda d: NAMES[d])
 @pytest.mark.parametrize("E,k,D", SPLIT_SHAPES)
 @pytest.mark.parametrize("T", [1, 2, 5, 8])

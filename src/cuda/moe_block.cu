@@ -1,0 +1,501 @@
+// MOE_BLOCK (contract in src/core/ops_moe.c) at T = 1: a sparse MoE layer as
+// one cooperative kernel, where moe_block_compose runs three (router cluster,
+// gate_up, down) with a full dependency between each. The grid is one wave of
+// G <= SM-count blocks of 512 threads (cooperative launch: all resident), one
+// a SM (each holds up to ~220 KB of shared memory).
+//
+// Phase 0 (route): every block stages x in shared memory (interleaved as
+//   moe.cu's expert kernels) and normalises it there with RMS_NORM's roundings;
+//   global warp e dots router row e with xn (its row's loads are issued before
+//   the staging) into a logits scratch. Grid sync. Every block then routes the
+//   E logits itself (each thread ranks its logits' keys against all E: the
+//   order of route_warp_keys, at once; E > 1024: the routing warp; weights by
+//   route_weights); block 0 writes weights and ids.
+// Then block b copies the down rows it owns in phase 1b, rows [b R, b R + R)
+//   of every chosen expert (k contiguous runs: whole DRAM pages), into shared
+//   memory with cp.async: that stream runs under phase 1a.
+// Phase 1a: units (slot j, slice s of S intermediate rows), about one a block:
+//   L2 bulk prefetches of the slice's gate and up rows, then a warp per row
+//   pair (16-byte loads, f32 dots with xn) writes h = silu(g) * u into a
+//   scratch [k][I]. Grid sync.
+// Phase 1b: h of all k slots into shared memory (24 KB at Qwen3-30B-A3B's
+//   shape, over xn's space); a warp per output row n: lanes over the (slot,
+//   16-byte piece) pairs of the k down rows in shared memory; y[n] = x[n] +
+//   sum_j w_j * (dot * scale) (the shuffles in a fixed order: deterministic).
+// Bytes: the k experts' gate, up and down rows once, the router once; xn, h
+// and the logits through L2. Two grid syncs; no partial sums.
+// When: by default for f8e4m3fn experts, where it measured faster on the H200
+// (Qwen3-30B-A3B fp8 decode 323 against 298 tok/s); bf16 measured 276 against
+// 278.5 (docs/perf-notes.md), so 16/32-bit experts run moe_block_compose.
+// INGOT_MOE_BLOCK=1 takes this kernel for every dtype (the tests), =0 never.
+// Shapes it does not take (T > 1, D or I not a whole number of 16-byte chunks,
+// down rows past the shared memory, ...) run moe_block_compose.
+#include <cooperative_groups.h>
+
+#include <atomic>
+
+#include <stdlib.h>
+
+#include "../core/moe_compose.h"
+#include "cuda_common.cuh"
+#include "moe_common.cuh"
+#include "weight_chunk.cuh"
+
+namespace cg = cooperative_groups;
+
+namespace {
+
+constexpr int kThreads = 512;  // one block an SM: 16 warps keep the gate/up loads in flight
+constexpr int kWarps = kThreads / 32;
+constexpr size_t kSmemBudget = 226 * 1024;  // the block's dynamic shared memory at most
+constexpr int kRankE = 1024;                // top-k by ranks (all threads) up to this E
+constexpr int kMaxK = 64;                   // slots routed in shared memory
+constexpr int kMaxE = 8192;                 // logits routed in shared memory
+constexpr int kMaxD = 16384;                // x staged in shared memory (64 KB)
+
+struct BlockParams {
+  const float *x, *norm;  // x [D] (also the residual), norm [D]
+  float eps;
+  const void *router;  // [E, D] of r_dt
+  int r_dt;
+  const void *wgu;   // [E, 2I, D]
+  const float *sgu;  // [E, 2I] or NULL
+  const void *wd;    // [E, D, I]
+  const float *sd;   // [E, D] or NULL
+  int64_t D, I;
+  int E, k;
+  int S, slices;  // phase 1a: h in slices of S rows, unit = (slot, slice)
+  int R;          // phase 1b: output rows a block
+  bool renorm;
+  float *y, *wout;  // y [D]; routing weights [k]
+  int32_t *ids;     // [k]
+  float *logits;    // scratch [E]
+  float *h;         // scratch [k][I]
+};
+
+// Element kk's position in the staged row (moe.cu's interleaved layout: piece q
+// of chunk c at (q * nch + c) * 4; kk % 4 == 0 gives 4 consecutive floats).
+template <int VEC>
+__device__ __forceinline__ int64_t spos(int64_t kk, int64_t nch) {
+  return (((kk % VEC) >> 2) * nch + kk / VEC) * 4 + (kk & 3);
+}
+
+// A float16ish router chunk's piece q (4 elements) by runtime dtype.
+__device__ __forceinline__ void router_piece(const uint4 &v, int q, int dt, float *f) {
+  if (dt == INGOT_BF16)
+    Wfmt<bf16_t>::piece(v, q, f);
+  else if (dt == INGOT_F16)
+    Wfmt<f16_t>::piece(v, q, f);
+  else
+    Wfmt<float>::piece(v, q, f);
+}
+
+// x normalised into xs, every thread; the only barriers of the staging.
+template <int VEC>
+__device__ void stage_x(const BlockParams &p, float *xs) {
+  __shared__ float part[kWarps];
+  __shared__ float inv;
+  const int64_t D = p.D, nch = D / VEC;
+  const float *src = p.x;
+  float ss = 0.f;
+  for (int64_t kk = 4 * (int64_t)threadIdx.x; kk < D; kk += 4 * kThreads) {
+    const float4 v = *reinterpret_cast<const float4 *>(src + kk);
+    ss = fmaf(v.x, v.x, ss), ss = fmaf(v.y, v.y, ss), ss = fmaf(v.z, v.z, ss);
+    ss = fmaf(v.w, v.w, ss);
+    *reinterpret_cast<float4 *>(xs + spos<VEC>(kk, nch)) = v;
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ss;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float s = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; w++) s += part[w];
+    inv = 1.0f / sqrtf(s / (float)D + p.eps);  // RMS_NORM's formula
+  }
+  __syncthreads();
+  const float iv = inv;
+  for (int64_t kk = 4 * (int64_t)threadIdx.x; kk < D; kk += 4 * kThreads) {
+    float4 *d = reinterpret_cast<float4 *>(xs + spos<VEC>(kk, nch));
+    float4 v = *d;
+    const float4 w = *reinterpret_cast<const float4 *>(p.norm + kk);
+    v.x = __fmul_rn(__fmul_rn(v.x, iv), w.x), v.y = __fmul_rn(__fmul_rn(v.y, iv), w.y);
+    v.z = __fmul_rn(__fmul_rn(v.z, iv), w.z), v.w = __fmul_rn(__fmul_rn(v.w, iv), w.w);
+    *d = v;
+  }
+  __syncthreads();
+}
+
+constexpr int kRouterLoads = 8;  // 16-byte router loads per lane issued before the staging
+
+// Phase 0's dots: global warp gw takes logits gw, gw + grid warps, ...
+template <int VEC>
+__device__ void router_logits(const BlockParams &p, const float *xs,
+                              const uint4 (&first)[kRouterLoads]) {
+  const int lane = threadIdx.x % 32;
+  const int es = p.r_dt == INGOT_F32 ? 4 : 2, rvec = 16 / es;
+  const int64_t D = p.D, nch = D / VEC, rch = D / rvec;
+  const int64_t gwarps = (int64_t)gridDim.x * kWarps;
+  bool have = true;
+  for (int64_t e = (int64_t)blockIdx.x * kWarps + threadIdx.x / 32; e < p.E; e += gwarps) {
+    const uint4 *row =
+        reinterpret_cast<const uint4 *>(static_cast<const char *>(p.router) + e * D * es);
+    float d = 0.f;
+    for (int64_t c0 = 0; c0 < rch; c0 += 32 * kRouterLoads) {
+      uint4 v[kRouterLoads];
+#pragma unroll
+      for (int u = 0; u < kRouterLoads; u++) {
+        const int64_t c = c0 + lane + 32 * u;
+        v[u] = have && c0 == 0 ? first[u] : c < rch ? ld_stream(row + c) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < kRouterLoads; u++) {
+        const int64_t c = c0 + lane + 32 * u;
+        if (c >= rch) break;
+        for (int q = 0; q < rvec / 4; q++) {
+          float f[4];
+          router_piece(v[u], q, p.r_dt, f);
+          const float4 xv =
+              *reinterpret_cast<const float4 *>(xs + spos<VEC>(c * rvec + 4 * q, nch));
+          d = fmaf(f[0], xv.x, d), d = fmaf(f[1], xv.y, d), d = fmaf(f[2], xv.z, d);
+          d = fmaf(f[3], xv.w, d);
+        }
+      }
+    }
+    have = false;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+    if (lane == 0) __stcg(p.logits + e, d);
+  }
+}
+
+// The router row loads of this warp's first logit (before the staging).
+__device__ void router_first(const BlockParams &p, uint4 (&v)[kRouterLoads]) {
+  const int lane = threadIdx.x % 32;
+  const int64_t e = (int64_t)blockIdx.x * kWarps + threadIdx.x / 32;
+  const int es = p.r_dt == INGOT_F32 ? 4 : 2;
+  const int64_t rch = p.D * es / 16;
+  const uint4 *row =
+      reinterpret_cast<const uint4 *>(static_cast<const char *>(p.router) + e * p.D * es);
+#pragma unroll
+  for (int u = 0; u < kRouterLoads; u++) {
+    const int64_t c = lane + 32 * u;
+    v[u] = e < p.E && c < rch ? ld_stream(row + c) : make_uint4(0, 0, 0, 0);
+  }
+}
+
+// Shared memory of a block, in floats: xs [D] (phase 0, 1a) sharing its
+// space with hs [k][I] (1b), logits [E] and their keys [E] (u64, rank top-k),
+// then the down rows [k][R][I] of WT, 16-byte aligned.
+struct Layout {
+  int64_t hs, ls, keys, ds, bytes;
+};
+__host__ __device__ inline Layout layout(int64_t D, int64_t I, int E, int k, int R, int es) {
+  Layout L;
+  L.hs = 0;
+  L.ls = ((D > k * I ? D : k * I) + 3) / 4 * 4;
+  L.keys = L.ls + (E + 3) / 4 * 4;
+  L.ds = L.keys + (E <= kRankE ? 2 * ((E + 1) / 2 * 2) : 0);
+  L.bytes = L.ds * 4 + (int64_t)k * R * I * es;
+  return L;
+}
+
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
+  const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+}
+
+// The k choices of the E logits in ls (every thread): key ranks (each
+// thread counts the keys above its logits': the same order as
+// route_warp_keys, all threads at once) for E <= kRankE, else the routing
+// warp; then warp 0's softmax weights (route_weights). sid/swt filled.
+__device__ void route_block(const BlockParams &p, float *ls, unsigned long long *keys, int *sid,
+                            float *swt) {
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  if (p.E > kRankE) {
+    if (warp == 0) route_warp_keys(ls, p.E, p.k, p.renorm, swt, sid);
+    __syncthreads();
+    return;
+  }
+  for (int e = tid; e < p.E; e += kThreads) keys[e] = route_key(ls[e], e);
+  __syncthreads();
+  for (int e = tid; e < p.E; e += kThreads) {
+    const unsigned long long me = keys[e];
+    int rank = 0;
+    for (int o = 0; o < p.E; o++) rank += keys[o] > me;
+    if (rank < p.k) sid[rank] = e;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    route_weights(ls, p.E, p.k, p.renorm, sid[0], lane < p.k ? sid[lane] : 0, swt, sid);
+  }
+  __syncthreads();
+}
+
+template <class WT>
+__global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
+  constexpr int VEC = Wfmt<WT>::VEC, LU = 8;  // LU: 16-byte loads per row per lane in flight
+  extern __shared__ float4 smem4[];
+  float *base = reinterpret_cast<float *>(smem4);
+  const Layout L = layout(p.D, p.I, p.E, p.k, p.R, (int)sizeof(WT));
+  float *xs = base, *hs = base + L.hs, *ls = base + L.ls;
+  unsigned long long *keys = reinterpret_cast<unsigned long long *>(base + L.keys);
+  uint4 *ds = reinterpret_cast<uint4 *>(base + L.ds);
+  __shared__ int sid[kMaxK];
+  __shared__ float swt[kMaxK];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, tid = threadIdx.x;
+  const int64_t D = p.D, I = p.I, nch = D / VEC, nchI = I / VEC;
+  cg::grid_group grid = cg::this_grid();
+
+  // Phase 0: xn staged, the router's logits, the routing.
+  uint4 first[kRouterLoads];
+  router_first(p, first);
+  stage_x<VEC>(p, xs);
+  router_logits<VEC>(p, xs, first);
+  grid.sync();
+  for (int e = tid; e < p.E; e += kThreads) ls[e] = __ldcg(p.logits + e);
+  __syncthreads();
+  route_block(p, ls, keys, sid, swt);
+  if (blockIdx.x == 0)
+    for (int j = tid; j < p.k; j += kThreads) p.wout[j] = swt[j], p.ids[j] = sid[j];
+
+  // This block's output rows [n0, n1) of every chosen expert's down weight
+  // (contiguous rows: whole DRAM pages) into shared memory now, for phase 1b.
+  const int64_t n0 = (int64_t)blockIdx.x * p.R, n1 = n0 + p.R < D ? n0 + p.R : D;
+  const int64_t rowp = nchI;  // 16-byte pieces a down row
+  const WT *wd = static_cast<const WT *>(p.wd);
+  if (n1 > n0) {
+    const int64_t per = (n1 - n0) * rowp;  // pieces an expert
+    for (int64_t f = tid; f < p.k * per; f += kThreads) {
+      const int j = (int)(f / per);
+      const int e = sid[j];
+      if (e < 0 || e >= p.E) continue;
+      const int64_t g = f - j * per;
+      cp_async16(ds + (int64_t)j * p.R * rowp + g,
+                 reinterpret_cast<const uint4 *>(wd + ((int64_t)e * D + n0) * I) + g);
+    }
+  }
+  asm volatile("cp.async.commit_group;" ::: "memory");
+
+  // Phase 1a: units (slot j, slice s): h[j][i0, i0 + S) = silu(g) * u.
+  const WT *wgu = static_cast<const WT *>(p.wgu);
+  for (int u = blockIdx.x; u < p.k * p.slices; u += gridDim.x) {
+    const int j = u / p.slices, s = u - j * p.slices, e = sid[j];
+    const int64_t i0 = (int64_t)s * p.S, nrows = I - i0 < p.S ? I - i0 : p.S;
+    if (e < 0 || e >= p.E) continue;  // never from the router; phase 1b writes NaN
+    const WT *gate = wgu + ((int64_t)e * 2 * I + i0) * D, *up = gate + I * D;
+    if (tid == 0) prefetch_l2(gate, nrows * D * (int64_t)sizeof(WT));
+    if (tid == 32) prefetch_l2(up, nrows * D * (int64_t)sizeof(WT));
+    const uint64_t pol = l2_evict_first();  // read once
+    for (int64_t r = warp; r < nrows; r += kWarps) {
+      const uint4 *g4 = reinterpret_cast<const uint4 *>(gate + r * D);
+      const uint4 *u4 = reinterpret_cast<const uint4 *>(up + r * D);
+      float ag = 0.f, au = 0.f;
+      for (int64_t c0 = lane; c0 < nch; c0 += 32 * LU) {
+        uint4 gv[LU], uv[LU];
+#pragma unroll
+        for (int q = 0; q < LU; q++) {
+          const int64_t c = c0 + 32 * q;
+          gv[q] = c < nch ? ld_stream(g4 + c, pol) : make_uint4(0, 0, 0, 0);
+          uv[q] = c < nch ? ld_stream(u4 + c, pol) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int q = 0; q < LU; q++) {
+          const int64_t c = c0 + 32 * q;
+          if (c >= nch) break;
+#pragma unroll
+          for (int pc = 0; pc < VEC / 4; pc++) {
+            const float4 xv = *reinterpret_cast<const float4 *>(xs + (pc * nch + c) * 4);
+            float fg[4], fu[4];
+            Wfmt<WT>::piece(gv[q], pc, fg);
+            Wfmt<WT>::piece(uv[q], pc, fu);
+            ag = fmaf(fg[0], xv.x, ag), au = fmaf(fu[0], xv.x, au);
+            ag = fmaf(fg[1], xv.y, ag), au = fmaf(fu[1], xv.y, au);
+            ag = fmaf(fg[2], xv.z, ag), au = fmaf(fu[2], xv.z, au);
+            ag = fmaf(fg[3], xv.w, ag), au = fmaf(fu[3], xv.w, au);
+          }
+        }
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        ag += __shfl_xor_sync(0xffffffffu, ag, o);
+        au += __shfl_xor_sync(0xffffffffu, au, o);
+      }
+      if (lane == 0) {
+        const float sg = p.sgu ? p.sgu[(int64_t)e * 2 * I + i0 + r] : 1.f;
+        const float su = p.sgu ? p.sgu[(int64_t)e * 2 * I + I + i0 + r] : 1.f;
+        __stcg(p.h + (int64_t)j * I + i0 + r, silu(ag * sg) * (au * su));  // as MOE_GATE_UP
+      }
+    }
+  }
+  grid.sync();  // every h written (xs is free from here: hs shares its space)
+
+  // Phase 1b: h of every slot into shared memory; the down rows arrive.
+  for (int64_t q = tid; q < (int64_t)p.k * I / 4; q += kThreads)
+    reinterpret_cast<float4 *>(hs)[q] = __ldcg(reinterpret_cast<const float4 *>(p.h) + q);
+  asm volatile("cp.async.wait_all;" ::: "memory");
+  __syncthreads();
+  // A warp per output row n: lanes over the (slot j, piece c) pairs.
+  for (int64_t n = n0 + warp; n < n1; n += kWarps) {
+    float acc = 0.f;
+    bool nan = false;
+    for (int64_t f = lane; f < (int64_t)p.k * rowp; f += 32) {
+      const int j = (int)(f / rowp);
+      const int e = sid[j];
+      if (e < 0 || e >= p.E) {
+        nan = true;
+        continue;
+      }
+      const int64_t c = f - j * rowp;
+      const uint4 v = ds[((int64_t)j * p.R + (n - n0)) * rowp + c];
+      const float *hj = hs + (int64_t)j * I + c * VEC;
+      float d = 0.f;
+#pragma unroll
+      for (int pc = 0; pc < VEC / 4; pc++) {
+        float w[4];
+        Wfmt<WT>::piece(v, pc, w);
+        const float4 hv = *reinterpret_cast<const float4 *>(hj + 4 * pc);
+        d = fmaf(w[0], hv.x, d), d = fmaf(w[1], hv.y, d), d = fmaf(w[2], hv.z, d);
+        d = fmaf(w[3], hv.w, d);
+      }
+      const float sc = p.sd ? p.sd[(int64_t)e * D + n] : 1.f;
+      acc += swt[j] * (d * sc);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    nan = __any_sync(0xffffffffu, nan);
+    if (lane == 0) p.y[n] = p.x[n] + (nan ? NAN : acc);
+  }
+}
+
+// The geometry: G blocks (<= the SMs: one a SM), R output rows a block (the
+// down rows of k experts within the shared memory budget), h slices of S
+// rows (a whole number of 16-byte pieces, about one unit a block). False
+// when it does not fit.
+bool plan(int64_t D, int64_t I, int E, int k, int es, int sms, BlockParams *p, int *grid) {
+  const int vec = 16 / es;
+  const int64_t R = (D + sms - 1) / sms;
+  if (layout(D, I, E, k, (int)R, es).bytes > (int64_t)kSmemBudget) return false;
+  int64_t S = (I * k + sms - 1) / sms;
+  S = (S + vec - 1) / vec * vec;
+  const int slices = (int)((I + S - 1) / S);
+  const int64_t nb = (D + R - 1) / R, units = (int64_t)k * slices;
+  p->R = (int)R, p->S = (int)S, p->slices = slices;
+  *grid = (int)(nb > units ? nb : units);
+  return *grid <= sms;
+}
+
+int sm_count(int dev) {
+  static std::atomic<int> cache[64];
+  const bool slot = dev >= 0 && dev < 64;
+  int v = slot ? cache[dev].load(std::memory_order_relaxed) : 0;
+  if (v > 0) return v;
+  int n = 0, coop = 0;
+  if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  v = coop ? n : -1;  // no cooperative launch: never this kernel
+  if (slot) cache[dev].store(v, std::memory_order_relaxed);
+  return v;
+}
+
+// The cooperative launch, or an error code (refused): nothing sticky, the
+// caller composes.
+template <class WT>
+cudaError_t launch(const BlockParams &p, int grid, cudaStream_t s) {
+  auto kern = moe_block_kernel<WT>;
+  const size_t smem = (size_t)layout(p.D, p.I, p.E, p.k, p.R, (int)sizeof(WT)).bytes;
+  if (smem > 48 * 1024) {
+    cudaError_t e =
+        cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) return e;
+  }
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;
+  attr[0].val.cooperative = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((unsigned)grid);
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kern, p);
+}
+
+cudaError_t launch_dt(int wdt, const BlockParams &p, int grid, cudaStream_t s) {
+  switch (wdt) {
+    case INGOT_BF16:
+      return launch<bf16_t>(p, grid, s);
+    case INGOT_F16:
+      return launch<f16_t>(p, grid, s);
+    case INGOT_F32:
+      return launch<float>(p, grid, s);
+    case INGOT_F8E4M3FN:
+      return launch<f8e4m3_t>(p, grid, s);
+    default:
+      return cudaErrorNotSupported;
+  }
+}
+
+bool aligned16(const void *p) { return (uintptr_t)p % 16 == 0; }
+
+// in: x, norm, router, gate_up w, its scale, down w, its scale (ops_moe.c).
+ingot_status k_moe_block(ingot_op_args *a) {
+  ingot_tensor *y = a->out[0];
+  ingot_status st = cuda_use_device_of(y);
+  if (st) return st;
+  const int dev = ingot_device_of(y).index, sms = sm_count(dev);
+  const ingot_tensor *wgu = a->in[3], *wd = a->in[5], *router = a->in[2];
+  const int wdt = ingot_dtype_of(wgu), es = (int)ingot_dtype_size((ingot_dtype)wdt);
+  const int rdt = ingot_dtype_of(router), res = (int)ingot_dtype_size((ingot_dtype)rdt);
+  const int64_t T = ingot_shape(y)[0], D = ingot_shape(y)[1], I = ingot_shape(wd)[2];
+  const int64_t E = ingot_shape(router)[0];
+  const int k = (int)a->iarg[0];
+  const char *m = getenv("INGOT_MOE_BLOCK");  // read per call: 1 always, 0 never
+  const bool want = m && *m ? atoi(m) != 0 : wdt == INGOT_F8E4M3FN;
+  const bool fits = want && sms > 0 && T == 1 && wdt == ingot_dtype_of(wd) && (D * es) % 16 == 0 &&
+                    (I * es) % 16 == 0 && (D * res) % 16 == 0 && D % 4 == 0 && D <= kMaxD &&
+                    E <= kMaxE && k <= kMaxK && aligned16(ingot_tensor_data(wgu)) &&
+                    aligned16(ingot_tensor_data(wd)) && aligned16(ingot_tensor_data(router)) &&
+                    aligned16(ingot_tensor_data(a->in[0])) &&
+                    aligned16(ingot_tensor_data(a->in[1]));
+  if (!fits) return moe_block_compose(a);
+  BlockParams p = {};
+  int grid = 0;
+  if (!plan(D, I, (int)E, k, es, sms, &p, &grid)) return moe_block_compose(a);
+  cudaStream_t s = stream_of(y);
+  // h [k][I] first (16-byte aligned: float4 reads), then the logits [E]
+  float *scratch = (float *)cuda_scratch_alloc(dev, (size_t)(k * I + E) * sizeof(float), s);
+  if (!scratch)
+    return ingot_last_status() ? ingot_last_status()
+                               : ingot_set_error(INGOT_ERR_OOM, "moe_block: out of device memory");
+  p.x = (const float *)ingot_tensor_data(a->in[0]);
+  p.norm = (const float *)ingot_tensor_data(a->in[1]);
+  p.eps = (float)a->farg[0];
+  p.router = ingot_tensor_data(router);
+  p.r_dt = rdt;
+  p.wgu = ingot_tensor_data(wgu);
+  p.sgu = a->in[4] ? (const float *)ingot_tensor_data(a->in[4]) : NULL;
+  p.wd = ingot_tensor_data(wd);
+  p.sd = a->in[6] ? (const float *)ingot_tensor_data(a->in[6]) : NULL;
+  p.D = D, p.I = I, p.E = (int)E, p.k = k, p.renorm = a->iarg[1] != 0;
+  p.y = (float *)ingot_tensor_data(y);
+  p.wout = (float *)ingot_tensor_data(a->out[1]);
+  p.ids = (int32_t *)ingot_tensor_data(a->out[2]);
+  p.h = scratch, p.logits = scratch + k * I;
+  cudaError_t e = launch_dt(wdt, p, grid, s);
+  cuda_scratch_free(dev, scratch, s);  // stream-ordered: reused only after this launch
+  if (e == cudaSuccess) return INGOT_OK;
+  cudaGetLastError();  // refused (no cooperative launch, too much shared memory): compose
+  return moe_block_compose(a);
+}
+
+}  // namespace
+
+extern "C" void cuda_register_moe_block(ingot_backend *be) {
+  be->kernels[INGOT_OP_MOE_BLOCK] = k_moe_block;
+}

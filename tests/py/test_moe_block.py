@@ -1,0 +1,224 @@
+"""ingot_moe_block (include/ingot/moe.h): a sparse MoE layer as one op.
+
+CPU: against a float64 numpy reference (norm, router, routing, experts,
+residual: moe_ref.py) and bit-equal to the calls it stands for
+(route_linear_norm then experts_add); every argument rule. CUDA against the
+CPU with INGOT_MOE_BLOCK=1 (the one cooperative kernel for every dtype) and
+=0 (the composed kernels) at T = 1; the default (the kernel for f8 experts,
+the composition otherwise: bit-equal to the forced paths); shapes the kernel
+leaves to the composition (T > 1, rows that are not whole 16-byte chunks);
+the Qwen3-30B-A3B expert shape; a captured graph.
+
+Tolerances: ids equal (operands drawn with no top-k logits closer than 16
+times the CPU's logit error: moe_ref.router_operands); routing weights
+router_rtol; y: f32 sums of D (router), D (gate/up) and k*I (down) products
+in other orders: rtol 1e-4, atol moe_ref.dot_tol(n) times the result scale.
+"""
+import numpy as np
+import pytest
+
+from cuda_diff import check_graph_replays, needs_cuda, to_device
+from ingot_ctypes import IngotError, call, out_ptr, take, tensor, to_numpy, transposed
+from moe_ref import (BF16, F8, F16, F32, down_ref, dot_tol, gate_up_ref, rand_weights,
+                     route_ref, router_operands, router_rtol)
+
+RNG = np.random.default_rng(23)
+NAMES = {BF16: "bf16", F16: "f16", F32: "f32", F8: "f8"}
+EPS = 1e-6
+
+
+def opt(t):
+    return None if t is None else tensor(t)
+
+
+def layer(E, k, D, I, wdt, rdt=F32, T=1):
+    """x [T,D] f32, norm, router, and expert weights (scales for f8)."""
+    x, nw, router, _, err = router_operands(RNG, F32, rdt, E, k, D, T, True)
+    wgu, sgu = rand_weights(RNG, E, 2 * I, D, wdt)
+    wd, sd = rand_weights(RNG, E, D, I, wdt)
+    return dict(x=x, nw=nw, router=router, wgu=wgu, sgu=sgu, wd=wd, sd=sd, err=err)
+
+
+def block_args(L, k, renorm):
+    """ingot_moe_block's arguments (CPU tensors) before the two out slots."""
+    return (tensor(L["x"]), tensor(L["nw"]), EPS, tensor(L["router"]), k, renorm,
+            tensor(L["wgu"]), opt(L["sgu"]), tensor(L["wd"]), opt(L["sd"]))
+
+
+def on_device(args):
+    return [to_device(a) if hasattr(a, "ptr") else a for a in args]
+
+
+def run(args):
+    """(y, weights, ids) as numpy arrays."""
+    ws, ids = out_ptr(), out_ptr()
+    y = call("ingot_moe_block", *args, ws, ids)
+    return to_numpy(y), to_numpy(take(ws)), to_numpy(take(ids))
+
+
+def reference(L, k, renorm):
+    x = L["x"].astype(np.float64)
+    xn = x / np.sqrt((x * x).mean(1, keepdims=True) + EPS) * L["nw"]
+    logits = xn @ L["router"].astype(np.float32).astype(np.float64).T
+    w, ids = route_ref(logits.astype(np.float32), k, renorm)
+    h = gate_up_ref(xn, L["wgu"], L["sgu"], ids)
+    return x + down_ref(h, L["wd"], L["sd"], ids, w), w, ids
+
+
+def y_tol(k, D, I):
+    return dict(rtol=1e-4, atol=dot_tol(max(D, k * I)) * 8)
+
+
+@pytest.mark.parametrize("wdt", [BF16, F16, F32, F8], ids=lambda d: NAMES[d])
+@pytest.mark.parametrize("E,k,D,I,T", [(8, 2, 64, 32, 1), (16, 4, 96, 40, 3), (12, 12, 36, 20, 1)])
+@pytest.mark.parametrize("renorm", [True, False])
+def test_cpu_against_numpy(wdt, E, k, D, I, T, renorm):
+    L = layer(E, k, D, I, wdt, T=T)
+    y, w, ids = run(block_args(L, k, renorm))
+    ry, rw, rids = reference(L, k, renorm)
+    np.testing.assert_array_equal(ids, rids)
+    np.testing.assert_allclose(w, rw, rtol=router_rtol(L["err"]), atol=1e-7)
+    np.testing.assert_allclose(y, ry, **y_tol(k, D, I))
+
+
+def test_cpu_equals_the_calls_it_stands_for():
+    # moe_block_compose runs route_linear_norm's and experts_add's kernels: the same bits.
+    E, k, D, I = 16, 4, 64, 48
+    L = layer(E, k, D, I, BF16, T=2)
+    args = block_args(L, k, True)
+    y, w, ids = run(args)
+    xn, ws, ids2 = out_ptr(), out_ptr(), out_ptr()
+    call("ingot_moe_route_linear_norm", args[0], args[1], EPS, args[3], k, True, xn, ws, ids2)
+    xn, ws, ids2 = take(xn), take(ws), take(ids2)
+    y2 = call("ingot_moe_experts_add", args[0], xn, args[6], args[7], args[8], args[9], ids2, ws)
+    np.testing.assert_array_equal(y, to_numpy(y2))
+    np.testing.assert_array_equal(w, to_numpy(ws))
+    np.testing.assert_array_equal(ids, to_numpy(ids2))
+
+
+def test_strided_operands_and_optional_outputs():
+    E, k, D, I = 8, 2, 32, 16
+    L = layer(E, k, D, I, F32)
+    args = list(block_args(L, k, True))
+    args[3] = transposed(L["router"])  # a strided view of the same values
+    y = to_numpy(call("ingot_moe_block", *args, None, None))
+    np.testing.assert_allclose(y, reference(L, k, True)[0], **y_tol(k, D, I))
+
+
+def test_errors_change_nothing():
+    E, k, D, I = 8, 2, 32, 16
+    L = layer(E, k, D, I, BF16)
+    good = list(block_args(L, k, True))
+    bad = {
+        0: tensor(L["x"].astype(BF16)),  # x must be f32
+        1: tensor(np.ones(D + 1, np.float32)),  # norm [D]
+        6: tensor(L["wgu"][:, :-2]),  # gate_up rows != 2 I
+        8: tensor(L["wd"][:4]),  # down E != router E
+        7: tensor(np.ones((E, 3), np.float32)),  # gate_up scale shape
+    }
+    for i, t in bad.items():
+        args = list(good)
+        args[i] = t
+        ws, ids = out_ptr(), out_ptr()
+        with pytest.raises(IngotError):
+            call("ingot_moe_block", *args, ws, ids)
+        assert not ws.contents.value and not ids.contents.value
+    for kk in (0, E + 1):
+        args = list(good)
+        args[4] = kk
+        with pytest.raises(IngotError):
+            call("ingot_moe_block", *args, None, None)
+
+
+# ---- CUDA ----
+
+# E 2000: the routing warp (past the rank top-k's 1024); D 1024, I 1000: rows of
+# 1000 elements; E 60, D 200: uneven row and slice splits.
+SHAPES = [(8, 2, 64, 32), (16, 4, 256, 96), (128, 8, 512, 64), (60, 6, 200, 40),
+          (4, 4, 1024, 1000), (2000, 8, 64, 32)]
+
+
+def cuda_case(E, k, D, I, wdt, rdt, renorm, mode, monkeypatch, T=1):
+    monkeypatch.setenv("INGOT_MOE_BLOCK", mode)
+    L = layer(E, k, D, I, wdt, rdt, T)
+    args = block_args(L, k, renorm)
+    want = run(args)
+    got = run(on_device(args))
+    np.testing.assert_array_equal(got[2], want[2])
+    np.testing.assert_allclose(got[1], want[1], rtol=router_rtol(L["err"]), atol=1e-7)
+    np.testing.assert_allclose(got[0], want[0], **y_tol(k, D, I))
+
+
+@pytest.mark.parametrize("mode", ["1", "0"])
+@pytest.mark.parametrize("wdt", [BF16, F16, F32, F8], ids=lambda d: NAMES[d])
+@pytest.mark.parametrize("E,k,D,I", SHAPES)
+@needs_cuda
+def test_cuda_t1(mode, wdt, E, k, D, I, monkeypatch):
+    cuda_case(E, k, D, I, wdt, F32, True, mode, monkeypatch)
+
+
+@pytest.mark.parametrize("mode", ["1", "0"])
+@pytest.mark.parametrize("rdt", [BF16, F16], ids=lambda d: NAMES[d])
+@pytest.mark.parametrize("renorm", [True, False])
+@needs_cuda
+def test_cuda_router_dtypes(mode, rdt, renorm, monkeypatch):
+    cuda_case(32, 4, 128, 64, BF16, rdt, renorm, mode, monkeypatch)
+
+
+@pytest.mark.parametrize("E,k,D,I,T", [(8, 2, 36, 24, 1), (8, 2, 64, 20, 1), (16, 4, 64, 32, 3)])
+@needs_cuda
+def test_cuda_composed_shapes(E, k, D, I, T, monkeypatch):
+    # bf16 rows of 72 or 40 bytes (not whole 16-byte chunks), T > 1: the composition.
+    cuda_case(E, k, D, I, BF16, F32, True, "1", monkeypatch, T)
+
+
+@pytest.mark.parametrize("wdt", [BF16, F8], ids=lambda d: NAMES[d])
+@needs_cuda
+def test_cuda_qwen3_30b_a3b_experts(wdt, monkeypatch):
+    # The real expert shape (D 2048, I 768, k 8; 16 experts to keep the CPU side small).
+    cuda_case(16, 8, 2048, 768, wdt, BF16, True, "1", monkeypatch)
+
+
+@pytest.mark.parametrize("wdt", [BF16, F8], ids=lambda d: NAMES[d])
+@needs_cuda
+def test_cuda_default_path(wdt, monkeypatch):
+    # Unset: the kernel for f8 experts, the composition for bf16 (bit-equal to the
+    # forced path: both are deterministic).
+    L = layer(16, 4, 256, 96, wdt)
+    args = on_device(block_args(L, 4, True))
+    monkeypatch.delenv("INGOT_MOE_BLOCK", raising=False)
+    default = run(args)
+    monkeypatch.setenv("INGOT_MOE_BLOCK", "1" if wdt == F8 else "0")
+    forced = run(args)
+    for d, f in zip(default, forced):
+        np.testing.assert_array_equal(d, f)
+
+
+@needs_cuda
+def test_cuda_special_values(monkeypatch):
+    # A NaN in x makes every logit NaN: ids 0..k-1 on both, y NaN.
+    monkeypatch.setenv("INGOT_MOE_BLOCK", "1")
+    E, k, D, I = 16, 4, 64, 32
+    L = layer(E, k, D, I, BF16)
+    L["x"][0, 5] = np.nan
+    args = block_args(L, k, True)
+    want = run(args)
+    got = run(on_device(args))
+    np.testing.assert_array_equal(got[2], want[2])
+    assert np.isnan(got[0]).all() and np.isnan(want[0]).all()
+
+
+@needs_cuda
+def test_cuda_graph_replays(monkeypatch):
+    # Captured once, replayed on new x: every replay equals an eager call (the
+    # kernel's sums are in a fixed order: the same bits).
+    monkeypatch.setenv("INGOT_MOE_BLOCK", "1")
+    E, k, D, I = 32, 4, 256, 64
+    L = layer(E, k, D, I, BF16)
+    dev = [to_device(tensor(L[n])) for n in ("nw", "router", "wgu", "wd")]
+
+    def fn(x):
+        return call("ingot_moe_block", x, dev[0], EPS, dev[1], k, True, dev[2], None, dev[3],
+                    None, None, None)
+
+    check_graph_replays(fn, (1, D), np.float32, RNG)
