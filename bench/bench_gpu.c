@@ -420,8 +420,7 @@ static void bench_linalg(bench_ctx *c) {
  * down + weighted sum, as forward_moe.c runs a layer at decode: one
  * ingot_moe_block, which also does the RMS norm before the router (weight
  * ones here) and adds the residual (more than the anchor's FFN, not less):
- * one kernel for the fp8 row, the three composed kernels for bf16
- * (INGOT_MOE_BLOCK=1 / 0 force either). Timed eagerly
+ * one kernel on CUDA (INGOT_MOE_BLOCK=0: the three composed ones). Timed eagerly
  * and as graph replays. The inputs rotate over MOE_INPUTS tokens (different
  * experts) so that the active 76 MB, which is more than L2, is not served
  * from one fixed set. ---- */

@@ -6,8 +6,9 @@
 //
 // Phase 0 (route): every block stages x in shared memory (interleaved as
 //   moe.cu's expert kernels) and normalises it there with RMS_NORM's roundings;
-//   global warp e dots router row e with xn (its row's loads are issued before
-//   the staging) into a logits scratch. Grid sync. Every block then routes the
+//   block e (E <= the blocks; else warps) dots router row e with xn (its row's
+//   loads are issued before the staging and before the PDL wait) into a
+//   logits scratch. Grid sync. Every block then routes the
 //   E logits itself (each thread ranks its logits' keys against all E: the
 //   order of route_warp_keys, at once; E > 1024: the routing warp; weights by
 //   route_weights); block 0 writes weights and ids.
@@ -24,10 +25,10 @@
 //   sum_j w_j * (dot * scale) (the shuffles in a fixed order: deterministic).
 // Bytes: the k experts' gate, up and down rows once, the router once; xn, h
 // and the logits through L2. Two grid syncs; no partial sums.
-// When: by default for f8e4m3fn experts, where it measured faster on the H200
-// (Qwen3-30B-A3B fp8 decode 323 against 298 tok/s); bf16 measured 276 against
-// 278.5 (docs/perf-notes.md), so 16/32-bit experts run moe_block_compose.
-// INGOT_MOE_BLOCK=1 takes this kernel for every dtype (the tests), =0 never.
+// Measured on the H200 against the composed kernels (docs/perf-notes.md):
+// Qwen3-30B-A3B decode 279.6 -> 283.9 tok/s bf16, 298.5 -> 330.6 fp8; the
+// moe_layer graph 49 -> 43 us bf16, 43 -> 33 us fp8. INGOT_MOE_BLOCK=0 (read
+// per call) runs the composed kernels instead.
 // Shapes it does not take (T > 1, D or I not a whole number of 16-byte chunks,
 // down rows past the shared memory, ...) run moe_block_compose.
 #include <cooperative_groups.h>
@@ -39,6 +40,10 @@
 #include "../core/moe_compose.h"
 #include "cuda_common.cuh"
 #include "moe_common.cuh"
+#define PDL_FAMILY "moeblock"
+// A PDL dependent by default (H200, Qwen3-30B-A3B decode 282.9 -> 283.9 tok/s
+// bf16, 327.9 -> 330.6 fp8); INGOT_NO_PDL=moeblock turns it off.
+#include "pdl.cuh"
 #include "weight_chunk.cuh"
 
 namespace cg = cooperative_groups;
@@ -129,29 +134,59 @@ __device__ void stage_x(const BlockParams &p, float *xs) {
 
 constexpr int kRouterLoads = 8;  // 16-byte router loads per lane issued before the staging
 
-// Phase 0's dots: global warp gw takes logits gw, gw + grid warps, ...
+// Who dots which router row: with E <= the blocks, block e takes row e (its
+// threads stride the row's 16-byte chunks: every SM reads ~4 KB at Qwen's
+// shape, where 8 blocks of warps would read 64 KB each); else global warp w
+// takes rows w, w + grid warps, ... (its lanes stride the chunks).
+struct RouterShare {
+  int64_t e, first, stride, step;
+};
+__device__ __forceinline__ RouterShare router_share(const BlockParams &p) {
+  if (p.E <= (int)gridDim.x) return {(int64_t)blockIdx.x, (int64_t)threadIdx.x, kThreads, p.E};
+  return {(int64_t)blockIdx.x * kWarps + threadIdx.x / 32, (int64_t)(threadIdx.x % 32), 32,
+          (int64_t)gridDim.x * kWarps};
+}
+
+__device__ __forceinline__ const uint4 *router_row(const BlockParams &p, int64_t e) {
+  const int es = p.r_dt == INGOT_F32 ? 4 : 2;
+  return reinterpret_cast<const uint4 *>(static_cast<const char *>(p.router) + e * p.D * es);
+}
+
+// The router loads of this thread's first row (before the staging: weights).
+__device__ void router_first(const BlockParams &p, uint4 (&v)[kRouterLoads]) {
+  const RouterShare r = router_share(p);
+  const int64_t rch = p.D * (p.r_dt == INGOT_F32 ? 4 : 2) / 16;
+  const uint4 *row = router_row(p, r.e);
+#pragma unroll
+  for (int u = 0; u < kRouterLoads; u++) {
+    const int64_t c = r.first + r.stride * u;
+    v[u] = r.e < p.E && c < rch ? ld_stream(row + c) : make_uint4(0, 0, 0, 0);
+  }
+}
+
+// Phase 0's dots into the logits scratch (sums in a fixed order).
 template <int VEC>
 __device__ void router_logits(const BlockParams &p, const float *xs,
                               const uint4 (&first)[kRouterLoads]) {
-  const int lane = threadIdx.x % 32;
-  const int es = p.r_dt == INGOT_F32 ? 4 : 2, rvec = 16 / es;
-  const int64_t D = p.D, nch = D / VEC, rch = D / rvec;
-  const int64_t gwarps = (int64_t)gridDim.x * kWarps;
+  __shared__ float part[kWarps];
+  const RouterShare r = router_share(p);
+  const int lane = threadIdx.x % 32, rvec = p.r_dt == INGOT_F32 ? 4 : 8;
+  const int64_t nch = p.D / VEC, rch = p.D / rvec;
+  const bool by_block = r.stride == kThreads;
   bool have = true;
-  for (int64_t e = (int64_t)blockIdx.x * kWarps + threadIdx.x / 32; e < p.E; e += gwarps) {
-    const uint4 *row =
-        reinterpret_cast<const uint4 *>(static_cast<const char *>(p.router) + e * D * es);
+  for (int64_t e = r.e; e < p.E; e += r.step) {
+    const uint4 *row = router_row(p, e);
     float d = 0.f;
-    for (int64_t c0 = 0; c0 < rch; c0 += 32 * kRouterLoads) {
+    for (int64_t c0 = 0; c0 < rch; c0 += r.stride * kRouterLoads) {
       uint4 v[kRouterLoads];
 #pragma unroll
       for (int u = 0; u < kRouterLoads; u++) {
-        const int64_t c = c0 + lane + 32 * u;
+        const int64_t c = c0 + r.first + r.stride * u;
         v[u] = have && c0 == 0 ? first[u] : c < rch ? ld_stream(row + c) : make_uint4(0, 0, 0, 0);
       }
 #pragma unroll
       for (int u = 0; u < kRouterLoads; u++) {
-        const int64_t c = c0 + lane + 32 * u;
+        const int64_t c = c0 + r.first + r.stride * u;
         if (c >= rch) break;
         for (int q = 0; q < rvec / 4; q++) {
           float f[4];
@@ -166,22 +201,18 @@ __device__ void router_logits(const BlockParams &p, const float *xs,
     have = false;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-    if (lane == 0) __stcg(p.logits + e, d);
-  }
-}
-
-// The router row loads of this warp's first logit (before the staging).
-__device__ void router_first(const BlockParams &p, uint4 (&v)[kRouterLoads]) {
-  const int lane = threadIdx.x % 32;
-  const int64_t e = (int64_t)blockIdx.x * kWarps + threadIdx.x / 32;
-  const int es = p.r_dt == INGOT_F32 ? 4 : 2;
-  const int64_t rch = p.D * es / 16;
-  const uint4 *row =
-      reinterpret_cast<const uint4 *>(static_cast<const char *>(p.router) + e * p.D * es);
+    if (!by_block) {
+      if (lane == 0) __stcg(p.logits + e, d);
+      continue;
+    }
+    if (lane == 0) part[threadIdx.x / 32] = d;  // the block's warps, then warp order
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      float t = 0.f;
 #pragma unroll
-  for (int u = 0; u < kRouterLoads; u++) {
-    const int64_t c = lane + 32 * u;
-    v[u] = e < p.E && c < rch ? ld_stream(row + c) : make_uint4(0, 0, 0, 0);
+      for (int w = 0; w < kWarps; w++) t += part[w];
+      __stcg(p.logits + e, t);
+    }
   }
 }
 
@@ -251,6 +282,8 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   // Phase 0: xn staged, the router's logits, the routing.
   uint4 first[kRouterLoads];
   router_first(p, first);
+  pdl_wait();  // x comes from the kernel before
+  pdl_launch_dependents();
   stage_x<VEC>(p, xs);
   router_logits<VEC>(p, xs, first);
   grid.sync();
@@ -413,17 +446,25 @@ cudaError_t launch(const BlockParams &p, int grid, cudaStream_t s) {
         cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
   }
-  cudaLaunchAttribute attr[1];
+  cudaLaunchAttribute attr[2];
   attr[0].id = cudaLaunchAttributeCooperative;
   attr[0].val.cooperative = 1;
+  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[1].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3((unsigned)grid);
   cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = s;
   cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, kern, p);
+  cfg.numAttrs = pdl_enabled() ? 2 : 1;
+  cudaError_t e = cudaLaunchKernelEx(&cfg, kern, p);
+  if (e != cudaSuccess && cfg.numAttrs == 2) {  // cooperative with PDL refused: without PDL
+    cudaGetLastError();
+    cfg.numAttrs = 1;
+    e = cudaLaunchKernelEx(&cfg, kern, p);
+  }
+  return e;
 }
 
 cudaError_t launch_dt(int wdt, const BlockParams &p, int grid, cudaStream_t s) {
@@ -455,8 +496,8 @@ ingot_status k_moe_block(ingot_op_args *a) {
   const int64_t T = ingot_shape(y)[0], D = ingot_shape(y)[1], I = ingot_shape(wd)[2];
   const int64_t E = ingot_shape(router)[0];
   const int k = (int)a->iarg[0];
-  const char *m = getenv("INGOT_MOE_BLOCK");  // read per call: 1 always, 0 never
-  const bool want = m && *m ? atoi(m) != 0 : wdt == INGOT_F8E4M3FN;
+  const char *m = getenv("INGOT_MOE_BLOCK");  // read per call: 0 the composed kernels
+  const bool want = !(m && *m && atoi(m) == 0);
   const bool fits = want && sms > 0 && T == 1 && wdt == ingot_dtype_of(wd) && (D * es) % 16 == 0 &&
                     (I * es) % 16 == 0 && (D * res) % 16 == 0 && D % 4 == 0 && D <= kMaxD &&
                     E <= kMaxE && k <= kMaxK && aligned16(ingot_tensor_data(wgu)) &&

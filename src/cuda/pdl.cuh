@@ -36,7 +36,7 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 
 // The kernel family of the including file (its PDL_FAMILY, defined before
 // the include): INGOT_NO_PDL=1 turns PDL off everywhere, a comma-separated
-// list of families (attn, gemv, moe, nn, qgemv, router, sample) only for
+// list of families (attn, gemv, moe, moeblock, nn, qgemv, router, sample) only for
 // those. A file that measured slower with PDL also defines PDL_DEFAULT_OFF:
 // its launches are plain unless INGOT_PDL lists its family. A kernel may
 // take a family of its own through pdl_on_for and launch_pdl_if (the MoE

@@ -3,9 +3,9 @@
 CPU: against a float64 numpy reference (norm, router, routing, experts,
 residual: moe_ref.py) and bit-equal to the calls it stands for
 (route_linear_norm then experts_add); every argument rule. CUDA against the
-CPU with INGOT_MOE_BLOCK=1 (the one cooperative kernel for every dtype) and
-=0 (the composed kernels) at T = 1; the default (the kernel for f8 experts,
-the composition otherwise: bit-equal to the forced paths); shapes the kernel
+CPU with INGOT_MOE_BLOCK=1 (the one cooperative kernel) and =0 (the composed
+kernels) at T = 1; the default (the kernel: bit-equal to the forced path);
+shapes the kernel
 leaves to the composition (T > 1, rows that are not whole 16-byte chunks);
 the Qwen3-30B-A3B expert shape; a captured graph.
 
@@ -182,13 +182,12 @@ def test_cuda_qwen3_30b_a3b_experts(wdt, monkeypatch):
 @pytest.mark.parametrize("wdt", [BF16, F8], ids=lambda d: NAMES[d])
 @needs_cuda
 def test_cuda_default_path(wdt, monkeypatch):
-    # Unset: the kernel for f8 experts, the composition for bf16 (bit-equal to the
-    # forced path: both are deterministic).
+    # Unset: the kernel (bit-equal to the forced path: it is deterministic).
     L = layer(16, 4, 256, 96, wdt)
     args = on_device(block_args(L, 4, True))
     monkeypatch.delenv("INGOT_MOE_BLOCK", raising=False)
     default = run(args)
-    monkeypatch.setenv("INGOT_MOE_BLOCK", "1" if wdt == F8 else "0")
+    monkeypatch.setenv("INGOT_MOE_BLOCK", "1")
     forced = run(args)
     for d, f in zip(default, forced):
         np.testing.assert_array_equal(d, f)
