@@ -66,6 +66,15 @@ const ingot_backend *backend_for(ingot_device dev) {
   return be;
 }
 
+const ingot_backend *backend_with(ingot_device dev, const char *op, int n, const ingot_op *ops) {
+  const ingot_backend *be = backend_for(dev);
+  for (int i = 0; be && i < n; i++)
+    if (!be->kernels[ops[i]])
+      return ingot_fail(INGOT_ERR_UNSUPPORTED, "%s: the %s backend lacks %s", op,
+                        ingot_device_kind_name(dev.kind), ingot_op_name(ops[i]));
+  return be;
+}
+
 /* ---- devices ---- */
 ingot_device ingot_cuda(int index) { return (ingot_device){INGOT_DEVICE_CUDA, index}; }
 

@@ -109,6 +109,9 @@ ingot_status copy_bytes(ingot_device dst_dev, void *dst, ingot_device src_dev, c
 ingot_status copy_into(ingot_tensor *dst, const ingot_tensor *src);
 /* Backend for a device, or NULL + error if absent. */
 const ingot_backend *backend_for(ingot_device dev);
+/* backend_for(dev) when it has a kernel for each of the n ops (a composed
+ * op's parts), else NULL + an error naming op and the missing one. */
+const ingot_backend *backend_with(ingot_device dev, const char *op, int n, const ingot_op *ops);
 
 /* ---- scopes (src/core/scope.c) ---- */
 void scope_register(ingot_tensor *t);

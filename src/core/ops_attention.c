@@ -363,12 +363,9 @@ ingot_tensor *ingot_qmatmul_rope_kv(const ingot_tensor *x, const ingot_tensor *w
 
 ingot_status qmatmul_rope_kv_compose(ingot_op_args *a) {
   ingot_tensor *q = a->out[0];
-  const ingot_backend *be = backend_for(q->device);
+  const ingot_backend *be = backend_with(q->device, "qmatmul_rope_kv", 2,
+                                         (ingot_op[]){INGOT_OP_QMATMUL, INGOT_OP_ROPE_KV_WRITE});
   if (!be) return ingot_last_status();
-  if (!be->kernels[INGOT_OP_QMATMUL] || !be->kernels[INGOT_OP_ROPE_KV_WRITE])
-    return ingot_set_error(INGOT_ERR_UNSUPPORTED,
-                           "qmatmul_rope_kv: the %s backend lacks qmatmul or rope_kv_write",
-                           ingot_device_kind_name(q->device.kind));
   const int64_t T = q->shape[0], D = q->shape[2], N = a->in[1]->shape[0];
   const int64_t heads[3] = {q->shape[1], a->out[1]->shape[1], a->out[1]->shape[1]};
   ingot_tensor *qkv = tensor_new(2, (int64_t[]){T, N}, INGOT_F32, q->device);

@@ -407,46 +407,23 @@ ingot_tensor *ingot_moe_block(const ingot_tensor *x, const ingot_tensor *norm, d
   return y ? y : fail_in(op);
 }
 
-/* The backend of MOE_BLOCK's output when it has the three ops, else NULL + error. */
-static const ingot_backend *moe_backend(const ingot_tensor *y) {
-  const ingot_backend *be = backend_for(y->device);
-  if (be && (!be->kernels[INGOT_OP_MOE_ROUTE] || !be->kernels[INGOT_OP_MOE_GATE_UP] ||
-             !be->kernels[INGOT_OP_MOE_DOWN])) {
-    ingot_set_error(INGOT_ERR_UNSUPPORTED, "moe_block: the %s backend lacks the moe ops",
-                    ingot_device_kind_name(y->device.kind));
-    return NULL;
-  }
-  return be;
-}
-
-/* MOE_BLOCK's first step: MOE_ROUTE with the norm into out[1] (weights), out[2]
- * (ids) and a fresh *xn [T,D] f32 (the caller releases it; NULL on failure). */
-static ingot_status moe_block_route(ingot_op_args *a, ingot_tensor **xn) {
-  ingot_tensor *y = a->out[0];
-  const ingot_backend *be = moe_backend(y);
-  *xn = be ? tensor_new(2, y->shape, INGOT_F32, y->device) : NULL;
-  if (!*xn) return ingot_last_status();
-  ingot_op_args r = {.op = INGOT_OP_MOE_ROUTE, .nin = 3, .nout = 3};
-  r.in[0] = a->in[0], r.in[1] = a->in[2], r.in[2] = a->in[1];
-  r.iarg[0] = a->iarg[0], r.iarg[1] = a->iarg[1], r.farg[0] = a->farg[0];
-  r.out[0] = a->out[1], r.out[1] = a->out[2], r.out[2] = *xn;
-  ingot_status st = be->kernels[INGOT_OP_MOE_ROUTE](&r);
-  if (st) {
-    ingot_release(*xn);
-    *xn = NULL;
-  }
-  return st;
-}
-
 ingot_status moe_block_compose(ingot_op_args *a) {
-  ingot_tensor *y = a->out[0], *xn = NULL;
-  const ingot_backend *be = moe_backend(y);
+  ingot_tensor *y = a->out[0];
+  const ingot_backend *be =
+      backend_with(y->device, "moe_block", 3,
+                   (ingot_op[]){INGOT_OP_MOE_ROUTE, INGOT_OP_MOE_GATE_UP, INGOT_OP_MOE_DOWN});
   if (!be) return ingot_last_status();
-  const int64_t T = y->shape[0], k = a->iarg[0], I = a->in[5]->shape[2];
-  ingot_status st = moe_block_route(a, &xn);
-  if (st) return st;
+  const int64_t T = y->shape[0], D = y->shape[1], k = a->iarg[0], I = a->in[5]->shape[2];
+  ingot_tensor *xn = tensor_new(2, (int64_t[]){T, D}, INGOT_F32, y->device);
   ingot_tensor *h = tensor_new(3, (int64_t[]){T, k, I}, INGOT_F32, y->device);
-  if (!h) st = ingot_last_status();
+  ingot_status st = xn && h ? INGOT_OK : ingot_last_status();
+  if (!st) { /* the norm and the routing: weights, ids and xn */
+    ingot_op_args r = {.op = INGOT_OP_MOE_ROUTE, .nin = 3, .nout = 3};
+    r.in[0] = a->in[0], r.in[1] = a->in[2], r.in[2] = a->in[1];
+    r.iarg[0] = k, r.iarg[1] = a->iarg[1], r.farg[0] = a->farg[0];
+    r.out[0] = a->out[1], r.out[1] = a->out[2], r.out[2] = xn;
+    st = be->kernels[INGOT_OP_MOE_ROUTE](&r);
+  }
   if (!st) {
     ingot_op_args g = {.op = INGOT_OP_MOE_GATE_UP, .nin = down_hint() ? 5 : 4, .nout = 1};
     g.in[0] = xn, g.in[1] = a->in[3], g.in[2] = a->out[2], g.in[3] = a->in[4];

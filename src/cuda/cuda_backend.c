@@ -2,6 +2,7 @@
  * table. Kernels live in the .cu files of this folder behind extern "C"
  * launchers (cuda_kernels.h). */
 #include <cuda_runtime_api.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <threads.h>
@@ -28,6 +29,22 @@ static void count_devices(void) {
 static int cuda_count(void) {
   call_once(&count_once, count_devices);
   return device_total;
+}
+
+int cuda_coop_sms(int dev) {
+  static _Atomic int cache[64]; /* SMs, -1 none, 0 not read yet; idempotent races */
+  const bool slot = dev >= 0 && dev < 64;
+  int v = slot ? atomic_load_explicit(&cache[dev], memory_order_relaxed) : 0;
+  if (v) return v;
+  int n = 0, coop = 0;
+  if (cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    coop = 0;
+  }
+  v = coop && n > 0 ? n : -1;
+  if (slot) atomic_store_explicit(&cache[dev], v, memory_order_relaxed);
+  return v;
 }
 
 ingot_status cuda_check(cudaError_t err, const char *what) {

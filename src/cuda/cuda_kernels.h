@@ -58,6 +58,9 @@ cudaError_t cuda_attention_prefill(const float *q, const void *kc, const void *v
                                    const int32_t *pos, float *out, int T, int Hq, int Hkv, int D,
                                    int ctx, float scale, cudaStream_t s);
 
+/* The multiprocessors of device dev when it can launch cooperative grids,
+ * else -1 (also when the query fails); read once a device (src/cuda/cuda_backend.c). */
+int cuda_coop_sms(int dev);
 /* Map a CUDA error to an ingot status and message (INGOT_OK on success). */
 ingot_status cuda_check(cudaError_t err, const char *what);
 /* Make device current for this thread: cudaSetDevice only when cudaGetDevice

@@ -125,13 +125,6 @@ __device__ __forceinline__ float load_a(const void *p, int dt, int64_t i) {
   }
 }
 
-// Staged-row position of element kk: interleaved when vec, plain otherwise.
-template <int VEC>
-__device__ __forceinline__ int64_t sidx(int64_t kk, int64_t nch, bool vec) {
-  if (!vec) return kk;
-  return (((kk % VEC) >> 2) * nch + kk / VEC) * 4 + (kk & 3);
-}
-
 template <int NT>
 __device__ __forceinline__ void warp_sum(float (&v)[NT]) {
 #pragma unroll

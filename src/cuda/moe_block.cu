@@ -78,13 +78,6 @@ struct BlockParams {
   float *h;         // scratch [k][I]
 };
 
-// Element kk's position in the staged row (moe.cu's interleaved layout: piece q
-// of chunk c at (q * nch + c) * 4; kk % 4 == 0 gives 4 consecutive floats).
-template <int VEC>
-__device__ __forceinline__ int64_t spos(int64_t kk, int64_t nch) {
-  return (((kk % VEC) >> 2) * nch + kk / VEC) * 4 + (kk & 3);
-}
-
 // A float16ish router chunk's piece q (4 elements) by runtime dtype.
 __device__ __forceinline__ void router_piece(const uint4 &v, int q, int dt, float *f) {
   if (dt == INGOT_BF16)
@@ -101,13 +94,12 @@ __device__ void stage_x(const BlockParams &p, float *xs) {
   __shared__ float part[kWarps];
   __shared__ float inv;
   const int64_t D = p.D, nch = D / VEC;
-  const float *src = p.x;
   float ss = 0.f;
   for (int64_t kk = 4 * (int64_t)threadIdx.x; kk < D; kk += 4 * kThreads) {
-    const float4 v = *reinterpret_cast<const float4 *>(src + kk);
+    const float4 v = *reinterpret_cast<const float4 *>(p.x + kk);
     ss = fmaf(v.x, v.x, ss), ss = fmaf(v.y, v.y, ss), ss = fmaf(v.z, v.z, ss);
     ss = fmaf(v.w, v.w, ss);
-    *reinterpret_cast<float4 *>(xs + spos<VEC>(kk, nch)) = v;
+    *reinterpret_cast<float4 *>(xs + sidx<VEC>(kk, nch, true)) = v;
   }
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
@@ -122,7 +114,7 @@ __device__ void stage_x(const BlockParams &p, float *xs) {
   __syncthreads();
   const float iv = inv;
   for (int64_t kk = 4 * (int64_t)threadIdx.x; kk < D; kk += 4 * kThreads) {
-    float4 *d = reinterpret_cast<float4 *>(xs + spos<VEC>(kk, nch));
+    float4 *d = reinterpret_cast<float4 *>(xs + sidx<VEC>(kk, nch, true));
     float4 v = *d;
     const float4 w = *reinterpret_cast<const float4 *>(p.norm + kk);
     v.x = __fmul_rn(__fmul_rn(v.x, iv), w.x), v.y = __fmul_rn(__fmul_rn(v.y, iv), w.y);
@@ -192,7 +184,7 @@ __device__ void router_logits(const BlockParams &p, const float *xs,
           float f[4];
           router_piece(v[u], q, p.r_dt, f);
           const float4 xv =
-              *reinterpret_cast<const float4 *>(xs + spos<VEC>(c * rvec + 4 * q, nch));
+              *reinterpret_cast<const float4 *>(xs + sidx<VEC>(c * rvec + 4 * q, nch, true));
           d = fmaf(f[0], xv.x, d), d = fmaf(f[1], xv.y, d), d = fmaf(f[2], xv.z, d);
           d = fmaf(f[3], xv.w, d);
         }
@@ -220,11 +212,10 @@ __device__ void router_logits(const BlockParams &p, const float *xs,
 // space with hs [k][I] (1b), logits [E] and their keys [E] (u64, rank top-k),
 // then the down rows [k][R][I] of WT, 16-byte aligned.
 struct Layout {
-  int64_t hs, ls, keys, ds, bytes;
+  int64_t ls, keys, ds, bytes;  // offsets in floats (xs and hs at 0), total bytes
 };
 __host__ __device__ inline Layout layout(int64_t D, int64_t I, int E, int k, int R, int es) {
   Layout L;
-  L.hs = 0;
   L.ls = ((D > k * I ? D : k * I) + 3) / 4 * 4;
   L.keys = L.ls + (E + 3) / 4 * 4;
   L.ds = L.keys + (E <= kRankE ? 2 * ((E + 1) / 2 * 2) : 0);
@@ -270,7 +261,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   extern __shared__ float4 smem4[];
   float *base = reinterpret_cast<float *>(smem4);
   const Layout L = layout(p.D, p.I, p.E, p.k, p.R, (int)sizeof(WT));
-  float *xs = base, *hs = base + L.hs, *ls = base + L.ls;
+  float *xs = base, *hs = base, *ls = base + L.ls;  // hs over xs from phase 1b
   unsigned long long *keys = reinterpret_cast<unsigned long long *>(base + L.keys);
   uint4 *ds = reinterpret_cast<uint4 *>(base + L.ds);
   __shared__ int sid[kMaxK];
@@ -289,7 +280,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   grid.sync();
   for (int e = tid; e < p.E; e += kThreads) ls[e] = __ldcg(p.logits + e);
   __syncthreads();
-  route_block(p, ls, keys, sid, swt);
+  route_block(p, ls, keys, sid, swt);  // ids in [0, E): no range checks below
   if (blockIdx.x == 0)
     for (int j = tid; j < p.k; j += kThreads) p.wout[j] = swt[j], p.ids[j] = sid[j];
 
@@ -300,13 +291,10 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   const WT *wd = static_cast<const WT *>(p.wd);
   if (n1 > n0) {
     const int64_t per = (n1 - n0) * rowp;  // pieces an expert
-    for (int64_t f = tid; f < p.k * per; f += kThreads) {
-      const int j = (int)(f / per);
-      const int e = sid[j];
-      if (e < 0 || e >= p.E) continue;
-      const int64_t g = f - j * per;
-      cp_async16(ds + (int64_t)j * p.R * rowp + g,
-                 reinterpret_cast<const uint4 *>(wd + ((int64_t)e * D + n0) * I) + g);
+    for (int j = 0; j < p.k; j++) {        // expert j's rows: one contiguous run
+      const uint4 *src = reinterpret_cast<const uint4 *>(wd + ((int64_t)sid[j] * D + n0) * I);
+      for (int64_t g = tid; g < per; g += kThreads)
+        cp_async16(ds + (int64_t)j * p.R * rowp + g, src + g);
     }
   }
   asm volatile("cp.async.commit_group;" ::: "memory");
@@ -316,7 +304,6 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   for (int u = blockIdx.x; u < p.k * p.slices; u += gridDim.x) {
     const int j = u / p.slices, s = u - j * p.slices, e = sid[j];
     const int64_t i0 = (int64_t)s * p.S, nrows = I - i0 < p.S ? I - i0 : p.S;
-    if (e < 0 || e >= p.E) continue;  // never from the router; phase 1b writes NaN
     const WT *gate = wgu + ((int64_t)e * 2 * I + i0) * D, *up = gate + I * D;
     if (tid == 0) prefetch_l2(gate, nrows * D * (int64_t)sizeof(WT));
     if (tid == 32) prefetch_l2(up, nrows * D * (int64_t)sizeof(WT));
@@ -372,14 +359,8 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   // A warp per output row n: lanes over the (slot j, piece c) pairs.
   for (int64_t n = n0 + warp; n < n1; n += kWarps) {
     float acc = 0.f;
-    bool nan = false;
     for (int64_t f = lane; f < (int64_t)p.k * rowp; f += 32) {
-      const int j = (int)(f / rowp);
-      const int e = sid[j];
-      if (e < 0 || e >= p.E) {
-        nan = true;
-        continue;
-      }
+      const int j = (int)(f / rowp), e = sid[j];
       const int64_t c = f - j * rowp;
       const uint4 v = ds[((int64_t)j * p.R + (n - n0)) * rowp + c];
       const float *hj = hs + (int64_t)j * I + c * VEC;
@@ -397,8 +378,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    nan = __any_sync(0xffffffffu, nan);
-    if (lane == 0) p.y[n] = p.x[n] + (nan ? NAN : acc);
+    if (lane == 0) p.y[n] = p.x[n] + acc;
   }
 }
 
@@ -419,32 +399,21 @@ bool plan(int64_t D, int64_t I, int E, int k, int es, int sms, BlockParams *p, i
   return *grid <= sms;
 }
 
-int sm_count(int dev) {
-  static std::atomic<int> cache[64];
-  const bool slot = dev >= 0 && dev < 64;
-  int v = slot ? cache[dev].load(std::memory_order_relaxed) : 0;
-  if (v > 0) return v;
-  int n = 0, coop = 0;
-  if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess) {
-    cudaGetLastError();
-    return -1;
-  }
-  v = coop ? n : -1;  // no cooperative launch: never this kernel
-  if (slot) cache[dev].store(v, std::memory_order_relaxed);
-  return v;
-}
-
 // The cooperative launch, or an error code (refused): nothing sticky, the
 // caller composes.
 template <class WT>
-cudaError_t launch(const BlockParams &p, int grid, cudaStream_t s) {
+cudaError_t launch(const BlockParams &p, int grid, int dev, cudaStream_t s) {
   auto kern = moe_block_kernel<WT>;
   const size_t smem = (size_t)layout(p.D, p.I, p.E, p.k, p.R, (int)sizeof(WT)).bytes;
-  if (smem > 48 * 1024) {
+  // The opt-in above 48 KB, once a device for the largest size asked (a host
+  // call per eager step otherwise).
+  static std::atomic<size_t> opted[64];
+  const bool slot = dev >= 0 && dev < 64;
+  if (smem > 48 * 1024 && (!slot || opted[dev].load(std::memory_order_relaxed) < smem)) {
     cudaError_t e =
         cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
+    if (slot) opted[dev].store(smem, std::memory_order_relaxed);
   }
   cudaLaunchAttribute attr[2];
   attr[0].id = cudaLaunchAttributeCooperative;
@@ -467,16 +436,16 @@ cudaError_t launch(const BlockParams &p, int grid, cudaStream_t s) {
   return e;
 }
 
-cudaError_t launch_dt(int wdt, const BlockParams &p, int grid, cudaStream_t s) {
+cudaError_t launch_dt(int wdt, const BlockParams &p, int grid, int dev, cudaStream_t s) {
   switch (wdt) {
     case INGOT_BF16:
-      return launch<bf16_t>(p, grid, s);
+      return launch<bf16_t>(p, grid, dev, s);
     case INGOT_F16:
-      return launch<f16_t>(p, grid, s);
+      return launch<f16_t>(p, grid, dev, s);
     case INGOT_F32:
-      return launch<float>(p, grid, s);
+      return launch<float>(p, grid, dev, s);
     case INGOT_F8E4M3FN:
-      return launch<f8e4m3_t>(p, grid, s);
+      return launch<f8e4m3_t>(p, grid, dev, s);
     default:
       return cudaErrorNotSupported;
   }
@@ -489,7 +458,7 @@ ingot_status k_moe_block(ingot_op_args *a) {
   ingot_tensor *y = a->out[0];
   ingot_status st = cuda_use_device_of(y);
   if (st) return st;
-  const int dev = ingot_device_of(y).index, sms = sm_count(dev);
+  const int dev = ingot_device_of(y).index, sms = cuda_coop_sms(dev);
   const ingot_tensor *wgu = a->in[3], *wd = a->in[5], *router = a->in[2];
   const int wdt = ingot_dtype_of(wgu), es = (int)ingot_dtype_size((ingot_dtype)wdt);
   const int rdt = ingot_dtype_of(router), res = (int)ingot_dtype_size((ingot_dtype)rdt);
@@ -499,8 +468,8 @@ ingot_status k_moe_block(ingot_op_args *a) {
   const char *m = getenv("INGOT_MOE_BLOCK");  // read per call: 0 the composed kernels
   const bool want = !(m && *m && atoi(m) == 0);
   const bool fits = want && sms > 0 && T == 1 && wdt == ingot_dtype_of(wd) && (D * es) % 16 == 0 &&
-                    (I * es) % 16 == 0 && (D * res) % 16 == 0 && D % 4 == 0 && D <= kMaxD &&
-                    E <= kMaxE && k <= kMaxK && aligned16(ingot_tensor_data(wgu)) &&
+                    (I * es) % 16 == 0 && (D * res) % 16 == 0 && D <= kMaxD && E <= kMaxE &&
+                    k <= kMaxK && aligned16(ingot_tensor_data(wgu)) &&
                     aligned16(ingot_tensor_data(wd)) && aligned16(ingot_tensor_data(router)) &&
                     aligned16(ingot_tensor_data(a->in[0])) &&
                     aligned16(ingot_tensor_data(a->in[1]));
@@ -528,7 +497,7 @@ ingot_status k_moe_block(ingot_op_args *a) {
   p.wout = (float *)ingot_tensor_data(a->out[1]);
   p.ids = (int32_t *)ingot_tensor_data(a->out[2]);
   p.h = scratch, p.logits = scratch + k * I;
-  cudaError_t e = launch_dt(wdt, p, grid, s);
+  cudaError_t e = launch_dt(wdt, p, grid, dev, s);
   cuda_scratch_free(dev, scratch, s);  // stream-ordered: reused only after this launch
   if (e == cudaSuccess) return INGOT_OK;
   cudaGetLastError();  // refused (no cooperative launch, too much shared memory): compose

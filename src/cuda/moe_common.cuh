@@ -1,12 +1,21 @@
 // Pieces shared by the MoE kernel files (moe.cu, moe_block.cu): the routing
 // warp (softmax weights and top-k of one token's logits, in the CPU's order,
-// src/cpu/moe.c) and the gate's activation.
+// src/cpu/moe.c), the staged-row layout and the gate's activation.
 #pragma once
 
 #include <math.h>
 #include <stdint.h>
 
 namespace {
+
+// Staged-row position of element kk: interleaved when vec (piece q of 16-byte
+// chunk c at (q * nch + c) * 4: conflict-free float4 reads by consecutive
+// lanes; kk % 4 == 0 gives 4 consecutive floats), plain otherwise.
+template <int VEC>
+__device__ __forceinline__ int64_t sidx(int64_t kk, int64_t nch, bool vec) {
+  if (!vec) return kk;
+  return (((kk % VEC) >> 2) * nch + kk / VEC) * 4 + (kk & 3);
+}
 
 // silu(g) as the gate_up kernels and the CPU's MOE_GATE_UP compute it.
 __device__ __forceinline__ float silu(float g) { return g / (1.0f + expf(-g)); }

@@ -426,9 +426,8 @@ __global__ void __launch_bounds__(SM_THREADS)
 }
 
 constexpr int kMaxDev = 64;
-// Per device: SMs (0: not queried, -1: no cooperative launch) and, per dtype (f32, bf16,
-// f16), resident fused blocks per SM (0: not queried). Queried once; idempotent races.
-std::atomic<int> g_sms[kMaxDev];
+// Per device and dtype (f32, bf16, f16): resident fused blocks per SM (0: not
+// queried). Queried once; idempotent races.
 std::atomic<int> g_occ[kMaxDev][3];
 
 template <class T> constexpr int fused_slot() {
@@ -438,17 +437,7 @@ template <class T> constexpr int fused_slot() {
 // Blocks of softmax_fused_kernel<T> that can be resident at once on dev (0: none/unknown).
 template <class T> int64_t fused_capacity(int dev) {
   if (dev < 0 || dev >= kMaxDev) return 0;
-  int sms = g_sms[dev].load(std::memory_order_relaxed);
-  if (sms == 0) {
-    int coop = 0, n = 0;
-    if (cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-      (void)cudaGetLastError();
-      coop = 0;
-    }
-    sms = coop && n > 0 ? n : -1;
-    g_sms[dev].store(sms, std::memory_order_relaxed);
-  }
+  const int sms = cuda_coop_sms(dev);
   if (sms < 0) return 0;
   std::atomic<int> &oc = g_occ[dev][fused_slot<T>()];
   int occ = oc.load(std::memory_order_relaxed);
