@@ -146,7 +146,7 @@ bool dev_model_init(ingot_model *m, ingot_device dev) {
   if (m->lm_head.data == m->embd.data) {
     d->lm_head = d->embd;
     ingot_retain(d->lm_head.t);
-  } else if (!dev_weight_upload(&m->lm_head, dev, &d->lm_head)) {
+  } else if (!dev_linear_upload(&m->lm_head, dev, &d->lm_head)) { /* an f8 head stays f8 */
     return false;
   }
   if (!(d->out_norm = upload_f32(m->out_norm, c->dim, dev))) return false;
@@ -194,9 +194,10 @@ void dev_model_free(dev_model *d) {
     }
     free(d->layers);
   }
-  ingot_tensor *ts[] = {d->embd.t, d->lm_head.t, d->out_norm, d->inv_freq,
-                        d->logits, d->tok,       d->pos,      d->arrivals};
+  ingot_tensor *ts[] = {d->out_norm, d->inv_freq, d->logits, d->tok, d->pos, d->arrivals};
   for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) ingot_release(ts[i]);
+  dev_weight_release(&d->embd);
+  dev_weight_release(&d->lm_head);
   free(d);
 }
 
