@@ -43,7 +43,8 @@ static ingot_tensor *pack_experts(const qweight *const *ws, int parts, int64_t E
   int dt = f8 ? INGOT_F8E4M3FN : float_dtype(w0->type);
   for (int p = 0; p < parts; p++)
     for (int64_t e = 0; e < E; e++)
-      if (ws[p][e].type != w0->type || ws[p][e].rows != w0->rows || ws[p][e].cols != w0->cols)
+      if (ws[p][e].type != w0->type || ws[p][e].rows != w0->rows || ws[p][e].cols != w0->cols ||
+          (!f8 && !ws[p][e].data)) /* f8 with others: no F32 copy (m->f8_only) to pack */
         dt = -1;
   if (dt < 0) {
     const char *tn = ingot_ggml_type_name(w0->type);
