@@ -72,6 +72,8 @@ void bench_decode_qwen3moe(bench_ctx *c, bool fp8) {
   const char *id = fp8 ? "decode_qwen3moe_30b_a3b_fp8" : "decode_qwen3moe_30b_a3b";
   if (c->dev.kind == INGOT_DEVICE_CPU || !bench_selected(c, id)) return;
   ingot_model_config cfg = qwen3_30b_a3b();
+  /* fp8: experts and attention q/k/v/o f8e4m3fn with row scales (WORKLOADS.md);
+   * router, embeddings and head bf16 */
   ingot_model *m = ingot_model_random(&cfg, fp8 ? INGOT_F8E4M3FN : INGOT_BF16, 1, c->dev);
   double *dec = calloc((size_t)c->runs, sizeof *dec);
   int32_t prompt[PROMPT_TOKENS], out[NEW_TOKENS];

@@ -100,8 +100,9 @@ void ingot_model_free(ingot_model *m);
  * randn * 0.02 from the global generator reseeded with seed (same numbers on
  * every device), norms 1, untied head, unscaled RoPE; every layer sparse if
  * cfg->n_experts > 0. weight_dtype (an ingot_dtype): float32, float16,
- * bfloat16, or float8_e4m3fn (experts f8 with per-row f32 scales of 0.02,
- * the other linear layers bfloat16). KV cache length: cfg->ctx, else
+ * bfloat16, or float8_e4m3fn (experts, q/k/v/o and dense MLP linears f8
+ * with per-row f32 scales of 0.02; router, shared expert, embeddings and
+ * head bfloat16). KV cache length: cfg->ctx, else
  * ctx_train, else 2048. NULL and INGOT_ERR_ARG on a bad config. */
 ingot_model *ingot_model_random(const ingot_model_config *cfg, int weight_dtype, uint64_t seed,
                                 ingot_device dev);

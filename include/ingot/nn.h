@@ -30,6 +30,17 @@ ingot_tensor *ingot_qmatmul_fused(const ingot_tensor *x, const ingot_tensor *w, 
  * kernel on CUDA for M <= 8: silu(gate) * up made as x is staged). */
 ingot_tensor *ingot_qmatmul_swiglu(const ingot_tensor *gu, const ingot_tensor *w, int ggml_type,
                                    int64_t cols, const ingot_tensor *res);
+/* ingot_qmatmul_fused with f8e4m3fn weights and a per-output-row scale: W
+ * u8 [N, S >= cols] whose row n starts with cols f8e4m3fn bytes, scale f32
+ * [N]; y[m, n] = scale[n] * (x'[m] . W[n]) (+ res), f32 accumulation. */
+ingot_tensor *ingot_f8matmul_fused(const ingot_tensor *x, const ingot_tensor *w,
+                                   const ingot_tensor *scale, int64_t cols,
+                                   const ingot_tensor *norm, double eps, const ingot_tensor *res);
+/* ingot_qmatmul_swiglu with f8e4m3fn weights and a per-output-row scale as
+ * in ingot_f8matmul_fused: gu f32 [M, 2 cols], W u8 [N, S >= cols]. */
+ingot_tensor *ingot_f8matmul_swiglu(const ingot_tensor *gu, const ingot_tensor *w,
+                                    const ingot_tensor *scale, int64_t cols,
+                                    const ingot_tensor *res);
 /* Rows ids [T] (int32/int64, on w's device) of a ggml-block table W [rows, S]
  * of ggml_type (padded rows as in ingot_qmatmul), dequantised to f32
  * [T, cols] (embedding lookup of a quantised table). Out-of-range ids fail

@@ -10,6 +10,9 @@
  *            iarg[2] = 1 (swiglu): x is f32 [M, 2K] = gate | up, norm NULL,
  *            and the product takes silu(gate) * up (the SWIGLU op's values)
  *            in x's place; iarg[2] = 0 otherwise.
+ *            f8 weights (ingot_f8matmul_*): nin = 5, in[4] = scale, f32 [N]
+ *            contiguous; row n of W holds K f8e4m3fn bytes; iarg[0] = -1 (no
+ *            ggml type); out[0][m, n] = scale[n] * (x'[m] . W[n]) (+ res).
  * QGET_ROWS: in[0] = W as above [rows, S]; in[1] = ids, int64 [T]
  *            contiguous; iarg[0] = type, iarg[1] = cols; out[0] = f32
  *            [T, cols]. Ids outside [0, rows) fail with INGOT_ERR_INDEX
@@ -100,17 +103,46 @@ bool check_fused(const char *op, const ingot_tensor *norm, double eps, const ing
   return true;
 }
 
+/* Checks of an f8e4m3fn table W [N, S >= cols] (u8) and its scale f32 [N]. */
+static bool check_f8table(const char *op, const ingot_tensor *w, const ingot_tensor *scale,
+                          int64_t cols) {
+  if (cols <= 0) {
+    ingot_set_error(INGOT_ERR_ARG, "%s: cols must be > 0, got %lld", op, (long long)cols);
+    return false;
+  }
+  if (w->dtype != INGOT_U8) {
+    ingot_set_error(INGOT_ERR_DTYPE, "%s: weight bytes must be uint8, got %s", op,
+                    ingot_dtype_name(w->dtype));
+    return false;
+  }
+  if (w->ndim != 2 || w->shape[1] < cols) {
+    ingot_set_error(INGOT_ERR_SHAPE, "%s: weight must be [rows, >= %lld], got %d dims", op,
+                    (long long)cols, w->ndim);
+    return false;
+  }
+  if (scale->dtype != INGOT_F32 || scale->ndim != 1 || scale->shape[0] != w->shape[0]) {
+    ingot_set_error(INGOT_ERR_SHAPE, "%s: scale must be float32 [%lld], got %s with %d dims", op,
+                    (long long)w->shape[0], ingot_dtype_name(scale->dtype), scale->ndim);
+    return false;
+  }
+  return true;
+}
+
 /* qmatmul, qmatmul_fused and (glu: x = gate | up, [M, 2 cols]) qmatmul_swiglu
- * (op names the caller in errors; norm, res may be NULL). */
+ * (op names the caller in errors; norm, res may be NULL); scale != NULL: the
+ * f8 forms (W f8e4m3fn rows, ggml_type unused). */
 static ingot_tensor *qmatmul(const char *op, const ingot_tensor *x, const ingot_tensor *w,
-                             int ggml_type, int64_t cols, const ingot_tensor *norm, double eps,
-                             const ingot_tensor *res, bool glu) {
-  const ingot_tensor *ts[4] = {x, w, norm, res};
+                             int ggml_type, int64_t cols, const ingot_tensor *scale,
+                             const ingot_tensor *norm, double eps, const ingot_tensor *res,
+                             bool glu) {
+  const ingot_tensor *ts[5] = {x, w, norm, res, scale};
   int nts = 2;
   if (norm) ts[nts++] = norm;
   if (res) ts[nts++] = res;
+  if (scale) ts[nts++] = scale;
   if (!check_tensors(op, nts, ts)) return NULL;
-  if (!check_qtable(op, w, ggml_type, cols)) return NULL;
+  if (scale ? !check_f8table(op, w, scale, cols) : !check_qtable(op, w, ggml_type, cols))
+    return NULL;
   if (x->dtype != INGOT_F32)
     return ingot_fail(INGOT_ERR_DTYPE, "%s: x must be float32, got %s", op,
                       ingot_dtype_name(x->dtype));
@@ -121,14 +153,16 @@ static ingot_tensor *qmatmul(const char *op, const ingot_tensor *x, const ingot_
   const int64_t shape[2] = {x->shape[0], w->shape[0]};
   if (!check_fused(op, norm, eps, res, cols, shape)) return NULL;
   if (shape[0] == 0 || shape[1] == 0) return tensor_new(2, shape, INGOT_F32, x->device);
-  ingot_op_args a = {.op = INGOT_OP_QMATMUL, .nin = 4, .nout = 1};
-  ingot_tensor *tmp[4]; /* contiguous operands, packed (run_nn releases them) */
+  ingot_op_args a = {.op = INGOT_OP_QMATMUL, .nin = scale ? 5 : 4, .nout = 1};
+  ingot_tensor *tmp[5]; /* contiguous operands, packed (run_nn releases them) */
   for (int i = 0; i < nts; i++) tmp[i] = ingot_contiguous(ts[i]);
+  int at = 2;
   a.in[0] = tmp[0];
   a.in[1] = tmp[1];
-  a.in[2] = norm ? tmp[2] : NULL;
-  a.in[3] = res ? tmp[nts - 1] : NULL;
-  a.iarg[0] = ggml_type;
+  a.in[2] = norm ? tmp[at++] : NULL;
+  a.in[3] = res ? tmp[at++] : NULL;
+  a.in[4] = scale ? tmp[at++] : NULL;
+  a.iarg[0] = scale ? -1 : ggml_type;
   a.iarg[1] = cols;
   a.iarg[2] = glu;
   a.farg[0] = eps;
@@ -137,18 +171,32 @@ static ingot_tensor *qmatmul(const char *op, const ingot_tensor *x, const ingot_
 
 ingot_tensor *ingot_qmatmul(const ingot_tensor *x, const ingot_tensor *w, int ggml_type,
                             int64_t cols) {
-  return qmatmul("qmatmul", x, w, ggml_type, cols, NULL, 0.0, NULL, false);
+  return qmatmul("qmatmul", x, w, ggml_type, cols, NULL, NULL, 0.0, NULL, false);
 }
 
 ingot_tensor *ingot_qmatmul_fused(const ingot_tensor *x, const ingot_tensor *w, int ggml_type,
                                   int64_t cols, const ingot_tensor *norm, double eps,
                                   const ingot_tensor *res) {
-  return qmatmul("qmatmul_fused", x, w, ggml_type, cols, norm, eps, res, false);
+  return qmatmul("qmatmul_fused", x, w, ggml_type, cols, NULL, norm, eps, res, false);
 }
 
 ingot_tensor *ingot_qmatmul_swiglu(const ingot_tensor *gu, const ingot_tensor *w, int ggml_type,
                                    int64_t cols, const ingot_tensor *res) {
-  return qmatmul("qmatmul_swiglu", gu, w, ggml_type, cols, NULL, 0.0, res, true);
+  return qmatmul("qmatmul_swiglu", gu, w, ggml_type, cols, NULL, NULL, 0.0, res, true);
+}
+
+ingot_tensor *ingot_f8matmul_fused(const ingot_tensor *x, const ingot_tensor *w,
+                                   const ingot_tensor *scale, int64_t cols,
+                                   const ingot_tensor *norm, double eps, const ingot_tensor *res) {
+  if (!scale) return ingot_fail(INGOT_ERR_ARG, "f8matmul_fused: scale is NULL");
+  return qmatmul("f8matmul_fused", x, w, -1, cols, scale, norm, eps, res, false);
+}
+
+ingot_tensor *ingot_f8matmul_swiglu(const ingot_tensor *gu, const ingot_tensor *w,
+                                    const ingot_tensor *scale, int64_t cols,
+                                    const ingot_tensor *res) {
+  if (!scale) return ingot_fail(INGOT_ERR_ARG, "f8matmul_swiglu: scale is NULL");
+  return qmatmul("f8matmul_swiglu", gu, w, -1, cols, scale, NULL, 0.0, res, true);
 }
 
 ingot_tensor *ingot_qget_rows(const ingot_tensor *w, int ggml_type, int64_t cols,

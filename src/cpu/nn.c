@@ -52,10 +52,20 @@ void cpu_rms_row(const void *xr, ingot_dtype dt, const void *wp, ingot_dtype wdt
   for (int64_t i = 0; i < n; i++) st_f(yr, dt, i, ld_f(xr, dt, i) * inv * ld_f(wp, wdt, i));
 }
 
-/* y = x . W^T for x [M, K], W rows rs bytes apart. */
+/* K elements of a W row to f32: ggml blocks of type, or (type < 0: the f8
+ * form of QMATMUL) f8e4m3fn bytes. */
+static ingot_status deq_row(int type, const uint8_t *src, float *dst, int64_t K) {
+  if (type >= 0) return ingot_ggml_dequantize(type, src, dst, K);
+  for (int64_t k = 0; k < K; k++) dst[k] = fp_f8e4m3fn_to_f32(src[k]);
+  return INGOT_OK;
+}
+
+/* y = x . W^T for x [M, K], W rows rs bytes apart (type < 0: f8e4m3fn rows,
+ * always dequantised then multiplied by OpenBLAS). */
 static ingot_status qproduct(int type, const uint8_t *wp, size_t rs, int64_t N, int64_t K,
                              const float *xp, int64_t M, float *yp) {
-  if (M <= QMATVEC_MAX_M) return ingot_ggml_matvec_strided(type, wp, rs, N, K, xp, M, yp);
+  if (M <= QMATVEC_MAX_M && type >= 0)
+    return ingot_ggml_matvec_strided(type, wp, rs, N, K, xp, M, yp);
   if (M > INT32_MAX || K > INT32_MAX || N > INT32_MAX)
     return ingot_set_error(INGOT_ERR_ARG, "qmatmul: sizes beyond the BLAS int range");
   int64_t rb = QDEQ_FLOATS / K;
@@ -67,7 +77,7 @@ static ingot_status qproduct(int type, const uint8_t *wp, size_t rs, int64_t N, 
   for (int64_t r0 = 0; r0 < N && !st; r0 += rb) {
     const int64_t n = N - r0 < rb ? N - r0 : rb;
     for (int64_t r = 0; r < n && !st; r++) /* row by row: rows may be padded */
-      st = ingot_ggml_dequantize(type, wp + (size_t)(r0 + r) * rs, buf + r * K, K);
+      st = deq_row(type, wp + (size_t)(r0 + r) * rs, buf + r * K, K);
     if (!st)
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)n, (int)K, 1.0f, xp, (int)K,
                   buf, (int)K, 0.0f, yp + r0, (int)N);
@@ -104,6 +114,10 @@ static ingot_status k_qmatmul(ingot_op_args *a) {
   ingot_status st =
       qproduct(type, (const uint8_t *)tensor_ptr(w), (size_t)w->shape[1], N, K, xp, M, yp);
   free(xn);
+  if (!st && a->nin > 4 && a->in[4]) { /* f8 form: each output column times its row's scale */
+    const float *sp = (const float *)tensor_ptr(a->in[4]);
+    for (int64_t i = 0; i < M * N; i++) yp[i] *= sp[i % N];
+  }
   if (!st && res) {
     const float *rp = (const float *)tensor_ptr(res);
     for (int64_t i = 0; i < M * N; i++) yp[i] += rp[i];

@@ -30,8 +30,9 @@
 // C = 2, U = 8 when a row is at most 256 chunks (k <= 2048 for 16-bit types), else
 // C = 1, U = 16 (finer column tiles balance the warps better on long rows). Small m
 // with rows over 1024 chunks stays on the general kernel (its block-splits-k mode).
-// f32 X against float weights (gemvx_kernel: QMATMUL's F32/BF16/F16 ggml weights
-// through cuda_gemv_f32x, f32 MATMUL of 2-8 rows): gemv1's warp tiles and step
+// f32 X against float weights (gemvx_kernel: QMATMUL's F32/BF16/F16 ggml weights and
+// its f8e4m3fn form (row scales in the epilogue) through cuda_gemv_f32x, f32 MATMUL
+// of 2-8 rows): gemv1's warp tiles and step
 // pipeline for R in {1, 2, 4, 8} rows of X staged as float in the interleaved layout
 // above (k % VEC == 0, W rows 16-byte aligned; X rows float4-loaded when aligned,
 // else scalar); C columns a tile (R = 1: as gemv1; R = 2, 4: 2; R = 8: 4, so that
@@ -734,13 +735,16 @@ ingot_status run(GemvParams &p, ingot_dtype wdt, const ingot_tensor *wt, ingot_t
   (void)wt;
   // f32 X against float weights (QMATMUL's float weights with or without a norm, f32
   // MATMUL of 2-8 rows): X staged as float; the one-row f32 MATMUL keeps gemv1.
-  const bool fw = wdt == INGOT_F32 || wdt == INGOT_BF16 || wdt == INGOT_F16;
+  // (f8e4m3fn weights with f32 X: QMATMUL's f8 form, its row scales in sb.)
+  const bool fw =
+      wdt == INGOT_F32 || wdt == INGOT_BF16 || wdt == INGOT_F16 || wdt == INGOT_F8E4M3FN;
   if (p.x_dt == INGOT_F32 && fw && (wdt != INGOT_F32 || p.rows > 1 || p.norm) && p.vec && p.k > 0 &&
       p.k % vec == 0 && p.xsk == 1) {
     p.xvec = (uintptr_t)p.x % 16 == 0 && p.xsn % 4 == 0 && p.xsb % 4 == 0;
     bool used = false;
     switch (wdt) {
       GEMV_FLOAT_WEIGHTS(st = launch_x<scalar_t>(p, dev, s, &used))
+      CUDA_CASE(INGOT_F8E4M3FN, f8e4m3_t, st = launch_x<scalar_t>(p, dev, s, &used))
       default:
         break;
     }
@@ -872,8 +876,8 @@ extern "C" ingot_status cuda_gemv_try(ingot_op_args *a, bool *done) {
 
 extern "C" ingot_status cuda_gemv_f32x(const void *w, ingot_dtype wdt, int64_t ldw, const float *x,
                                        int64_t rows, int64_t k, int64_t m, const float *res,
-                                       const float *norm, float eps, ingot_tensor *out,
-                                       bool *done) {
+                                       const float *norm, float eps, const float *wscale,
+                                       ingot_tensor *out, bool *done) {
   *done = false;
   if (rows < 1 || rows > kMaxRows) return INGOT_OK;
   GemvParams p = base_params();
@@ -884,6 +888,7 @@ extern "C" ingot_status cuda_gemv_f32x(const void *w, ingot_dtype wdt, int64_t l
   p.rows = (int)rows, p.k = k, p.m = m;
   if (res) p.bias = res, p.bias_dt = INGOT_F32, p.bias_sr = m, p.bias_sj = 1;
   p.norm = norm, p.eps = eps;
-  p.w_early = true;  // QMATMUL's weights: immutable (see gemv.cuh)
+  if (wscale) p.sb = wscale, p.sb_s = 1;  // W row j's scale: output column j
+  p.w_early = true;                       // QMATMUL's weights: immutable (see gemv.cuh)
   return run(p, wdt, nullptr, out, done);
 }

@@ -23,10 +23,12 @@ ingot_status cuda_gemv_try(ingot_op_args *a, bool *done);
  * staging of x (then only the fast path is tried: *done = false when it does
  * not apply, and the caller normalises x itself). *done as for cuda_gemv_try.
  * W is read before the kernel before it in the stream has finished (PDL): it
- * must not be written by the work just before (model weights are not). */
+ * must not be written by the work just before (model weights are not).
+ * wdt may also be f8e4m3fn, with wscale f32 [m] (W row j's scale, applied to
+ * output column j before res); wscale NULL for the float dtypes. */
 ingot_status cuda_gemv_f32x(const void *w, ingot_dtype wdt, int64_t ldw, const float *x,
                             int64_t rows, int64_t k, int64_t m, const float *res, const float *norm,
-                            float eps, ingot_tensor *out, bool *done);
+                            float eps, const float *wscale, ingot_tensor *out, bool *done);
 
 #ifdef __cplusplus
 }

@@ -16,6 +16,11 @@
 // - F32/BF16/F16 weights, M <= 8: the dense GEMV of gemv.cu (cuda_gemv_f32x:
 //   x staged as float, the norm fused into the staging, res in its epilogue)
 //   when its kernels apply; else the paths below.
+// - The f8 form (f8e4m3fn rows, in[4] = their f32 scales; ingot_f8matmul_*),
+//   M <= 8: the same dense GEMV with WT = f8e4m3_t (1 byte a weight, f32
+//   accumulation, each output column times its row's scale in the
+//   epilogue before res); M > 8: W times its scales dequantised to f32
+//   scratch (f8_rows_kernel), the MATMUL kernel, res added after.
 // - Other M <= 8 products: qgemv_kernel reads the blocks directly. A group of L
 //   lanes (L = 32, or the next power of two >= the row's 32-element units
 //   when a row is short, so that a warp then owns several groups) owns two
@@ -235,11 +240,71 @@ ingot_status qmatmul_prefill(ingot_tensor *x, ingot_tensor *w, int type, int64_t
   return st;
 }
 
+// QMATMUL's f8 form beyond the GEMV: x [M, K] (normed already) . (W * scale)^T
+// into y, W dequantised with its row scales into f32 scratch for the MATMUL
+// kernel (cuBLASLt, f32); res added after.
+ingot_status qmatmul_f8_dequant(ingot_tensor *x, ingot_tensor *w, ingot_tensor *scale, int64_t k,
+                                ingot_tensor *y, const float *rp, cudaStream_t s) {
+  const int64_t m = ingot_shape(x)[0], n = ingot_shape(w)[0];
+  const int64_t dshape[3] = {1, n, k}, xshape[3] = {1, m, k}, yshape[3] = {1, m, n};
+  ingot_tensor *deq = ingot_empty(3, dshape, INGOT_F32, ingot_device_of(w));
+  if (!deq) return ingot_last_status();
+  ingot_status st = cuda_check(
+      launch_pdl(f8_rows_kernel, dim3(grid_for(n * k, kThreads)), dim3(kThreads), 0, s,
+                 (const uint8_t *)ingot_tensor_data(w), ingot_shape(w)[1],
+                 (const float *)ingot_tensor_data(scale), n, k, (float *)ingot_tensor_data(deq)),
+      "f8matmul dequantise kernel");
+  ingot_op_args mm = {};
+  mm.op = INGOT_OP_MATMUL, mm.nin = 2, mm.nout = 1;
+  mm.in[0] = st ? nullptr : ingot_view(x, 3, xshape);
+  mm.in[1] = st ? nullptr : ingot_transpose(deq, 1, 2);
+  mm.out[0] = st ? nullptr : ingot_view(y, 3, yshape);
+  if (!st && (!mm.in[0] || !mm.in[1] || !mm.out[0])) st = ingot_last_status();
+  if (!st) st = ingot_backend_get(ingot_device_of(y).kind)->kernels[INGOT_OP_MATMUL](&mm);
+  ingot_release(mm.in[0]);
+  ingot_release(mm.in[1]);
+  ingot_release(mm.out[0]);
+  ingot_release(deq);  // stream-ordered: the cache reuses it only after this stream's work
+  if (!st && rp) st = launch_add_res((float *)ingot_tensor_data(y), rp, m * n, s);
+  return st;
+}
+
+// QMATMUL's f8 form (in[4] = W's row scales): M <= 8 the dense GEMV of
+// gemv.cu with f8e4m3fn weights (norm fused in its staging, scales and res in
+// its epilogue: one launch); else rms_norm apart, then qmatmul_f8_dequant.
+ingot_status qmatmul_f8(ingot_op_args *a) {
+  ingot_tensor *x = a->in[0], *w = a->in[1], *norm = a->in[2], *res = a->in[3], *y = a->out[0];
+  ingot_status st = cuda_use_device_of(y);
+  if (st) return st;
+  const int64_t k = a->iarg[1], m = ingot_shape(x)[0], n = ingot_shape(w)[0];
+  const int64_t rs = ingot_shape(w)[1];
+  const uint8_t *wp = (const uint8_t *)ingot_tensor_data(w);
+  const float *sp = (const float *)ingot_tensor_data(a->in[4]);
+  const float *rp = res ? (const float *)ingot_tensor_data(res) : nullptr;
+  const float eps = (float)a->farg[0];
+  bool done = false;
+  if (m <= 8 && norm) {
+    st = cuda_gemv_f32x(wp, INGOT_F8E4M3FN, rs, (const float *)ingot_tensor_data(x), m, k, n, rp,
+                        (const float *)ingot_tensor_data(norm), eps, sp, y, &done);
+    if (done || st) return st;
+  }
+  ingot_tensor *xn = norm ? ingot_rms_norm(x, norm, a->farg[0]) : nullptr;
+  if (norm && !xn) return ingot_last_status();
+  if (xn) x = xn;
+  if (m <= 8)
+    st = cuda_gemv_f32x(wp, INGOT_F8E4M3FN, rs, (const float *)ingot_tensor_data(x), m, k, n, rp,
+                        nullptr, 0.f, sp, y, &done);
+  if (!st && !done) st = qmatmul_f8_dequant(x, w, a->in[4], k, y, rp, stream_of(y));
+  ingot_release(xn);  // stream-ordered
+  return st;
+}
+
 // in[2] = norm, in[3] = res (either may be NULL), x [M, K]. M <= 8: one
 // launch of the shared-memory kernel when it applies; otherwise rms_norm
 // (the RMS_NORM kernel), the product, and res added in the global kernel's
 // epilogue or (M > 8) by add_res_kernel.
 ingot_status qmatmul_x(ingot_op_args *a) {
+  if (a->nin > 4 && a->in[4]) return qmatmul_f8(a);
   ingot_tensor *x = a->in[0], *w = a->in[1], *norm = a->in[2], *res = a->in[3], *y = a->out[0];
   ingot_status st = cuda_use_device_of(y);
   if (st) return st;
@@ -263,13 +328,13 @@ ingot_status qmatmul_x(ingot_op_args *a) {
     bool done = false;
     if (np) {
       st = cuda_gemv_f32x(wp, (ingot_dtype)fdt, rs / es, (const float *)ingot_tensor_data(x), m, k,
-                          n, rp, np, (float)a->farg[0], y, &done);
+                          n, rp, np, (float)a->farg[0], nullptr, y, &done);
       if (done || st) return st;
     }
     if (norm && !(xn = ingot_rms_norm(x, norm, a->farg[0]))) return ingot_last_status();
     st =
         cuda_gemv_f32x(wp, (ingot_dtype)fdt, rs / es, (const float *)ingot_tensor_data(xn ? xn : x),
-                       m, k, n, rp, nullptr, 0.f, y, &done);
+                       m, k, n, rp, nullptr, 0.f, nullptr, y, &done);
     if (done || st) {
       ingot_release(xn);
       return st;
@@ -311,7 +376,7 @@ ingot_status k_qmatmul(ingot_op_args *a) {
   if (st) return st;
   const int type = (int)a->iarg[0];
   const int64_t k = a->iarg[1], m = ingot_shape(x)[0], n = ingot_shape(w)[0];
-  const bool dense = float_dtype(type) >= 0;
+  const bool dense = float_dtype(type) >= 0 || (a->nin > 4 && a->in[4]);  // (in[4]: f8 form)
   if (m <= 8 && !dense) {  // (float weights: the dense GEMV of gemv.cu, after the SWIGLU kernel)
     bool done = false;
     cudaError_t e = cudaErrorInvalidValue;

@@ -325,6 +325,20 @@ __global__ void add_res_kernel(float *__restrict__ y, const float *__restrict__ 
     y[i] += __ldg(res + i);
 }
 
+// out [n, k] f32 = W's f8e4m3fn rows (row stride rs bytes) times scale[row]:
+// QMATMUL's f8 form beyond the GEMV (the MATMUL kernel then takes it).
+__global__ void f8_rows_kernel(const uint8_t *__restrict__ w, int64_t rs,
+                               const float *__restrict__ scale, int64_t n, int64_t k,
+                               float *__restrict__ out) {
+  pdl_wait();
+  pdl_launch_dependents();
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n * k;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t j = i / k;
+    out[i] = to_acc(f8e4m3_t{w[j * rs + (i - j * k)]}) * __ldg(scale + j);
+  }
+}
+
 // out[t, :] = row ids[t] of W dequantised (ids NULL: row t); zeros for an
 // out-of-range id (reachable only with index checks off).
 template <int TYPE>

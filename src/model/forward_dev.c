@@ -19,6 +19,7 @@
  * block type with 16-byte loads. One host staging buffer, one upload. */
 bool dev_weight_upload(const qweight *w, ingot_device dev, dev_weight *out) {
   out->type = w->type;
+  out->scale = NULL;
   out->cols = w->cols;
   const size_t rb = w->row_bytes, stride = (rb + 15) & ~(size_t)15;
   const int64_t shape[2] = {w->rows, (int64_t)stride};
@@ -43,32 +44,66 @@ static ingot_tensor *upload_f32(const float *v, int64_t n, ingot_device dev) {
   return v ? ingot_from_host(v, 1, (int64_t[]){n}, INGOT_F32, dev) : NULL;
 }
 
+bool dev_linear_upload(const qweight *w, ingot_device dev, dev_weight *out) {
+  if (!w->f8 || !w->f8_scale) return dev_weight_upload(w, dev, out);
+  qweight b = *w; /* the f8 bytes as rows of cols bytes */
+  b.data = w->f8;
+  b.type = -1;
+  b.row_bytes = (size_t)w->cols;
+  b.nbytes = (size_t)(w->rows * w->cols);
+  if (!dev_weight_upload(&b, dev, out)) return false;
+  if (!(out->scale = upload_f32(w->f8_scale, w->rows, dev))) {
+    ingot_release(out->t);
+    out->t = NULL;
+    return false;
+  }
+  return true;
+}
+
+void dev_weight_release(dev_weight *w) {
+  ingot_release(w->t);
+  ingot_release(w->scale);
+}
+
 /* w[0..n) stacked by rows into one weight on dev (one product instead of n)
- * when they share a ggml type and cols; false with nothing set otherwise
- * (the caller uploads them one by one) or on failure (error set). */
+ * when they share a ggml type and cols (f8 ones: all f8, scales stacked
+ * too); false with nothing set otherwise (the caller uploads them one by
+ * one) or on failure (error set). */
 static bool upload_stacked(const qweight *const *w, int n, ingot_device dev, dev_weight *out,
                            bool *failed) {
   *failed = false;
+  const bool f8 = w[0]->f8 && w[0]->f8_scale;
   int64_t rows = 0;
   for (int i = 0; i < n; i++) {
-    if (w[i]->type != w[0]->type || w[i]->cols != w[0]->cols || w[i]->f8) return false;
+    if (w[i]->type != w[0]->type || w[i]->cols != w[0]->cols || (w[i]->f8 && w[i]->f8_scale) != f8)
+      return false;
     rows += w[i]->rows;
   }
-  size_t rb = w[0]->row_bytes;
+  size_t rb = f8 ? (size_t)w[0]->cols : w[0]->row_bytes;
   char *buf = malloc((size_t)rows * rb);
-  if (!buf) {
+  float *sc = f8 ? malloc((size_t)rows * sizeof *sc) : NULL;
+  if (!buf || (f8 && !sc)) {
+    free(buf);
     ingot_fail(INGOT_ERR_OOM, "model: out of memory");
     *failed = true;
     return false;
   }
-  for (int i = 0, r = 0; i < n; r += (int)w[i]->rows, i++)
-    memcpy(buf + (size_t)r * rb, w[i]->data, (size_t)w[i]->rows * rb);
+  for (int i = 0, r = 0; i < n; r += (int)w[i]->rows, i++) {
+    memcpy(buf + (size_t)r * rb, f8 ? (const void *)w[i]->f8 : w[i]->data, (size_t)w[i]->rows * rb);
+    if (f8) memcpy(sc + r, w[i]->f8_scale, (size_t)w[i]->rows * sizeof *sc);
+  }
   qweight all = *w[0];
-  all.data = buf;
   all.rows = rows;
-  all.nbytes = (size_t)rows * rb;
-  *failed = !dev_weight_upload(&all, dev, out);
+  if (f8) {
+    all.f8 = (const uint8_t *)buf;
+    all.f8_scale = sc;
+  } else {
+    all.data = buf;
+    all.nbytes = (size_t)rows * rb;
+  }
+  *failed = !dev_linear_upload(&all, dev, out);
   free(buf);
+  free(sc);
   return !*failed;
 }
 
@@ -111,7 +146,7 @@ bool dev_model_init(ingot_model *m, ingot_device dev) {
   if (m->lm_head.data == m->embd.data) {
     d->lm_head = d->embd;
     ingot_retain(d->lm_head.t);
-  } else if (!dev_weight_upload(&m->lm_head, dev, &d->lm_head)) {
+  } else if (!dev_linear_upload(&m->lm_head, dev, &d->lm_head)) { /* an f8 head stays f8 */
     return false;
   }
   if (!(d->out_norm = upload_f32(m->out_norm, c->dim, dev))) return false;
@@ -121,20 +156,20 @@ bool dev_model_init(ingot_model *m, ingot_device dev) {
     bool failed;
     if (!(D->attn_norm = upload_f32(L->attn_norm, c->dim, dev)) ||
         !(D->ffn_norm = upload_f32(L->ffn_norm, c->dim, dev)) ||
-        !dev_weight_upload(&L->wo, dev, &D->wo))
+        !dev_linear_upload(&L->wo, dev, &D->wo))
       return false;
     if (!upload_stacked((const qweight *[]){&L->wq, &L->wk, &L->wv}, 3, dev, &D->qkv, &failed) &&
-        (failed || !dev_weight_upload(&L->wq, dev, &D->wq) ||
-         !dev_weight_upload(&L->wk, dev, &D->wk) || !dev_weight_upload(&L->wv, dev, &D->wv)))
+        (failed || !dev_linear_upload(&L->wq, dev, &D->wq) ||
+         !dev_linear_upload(&L->wk, dev, &D->wk) || !dev_linear_upload(&L->wv, dev, &D->wv)))
       return false;
     D->sparse = L->moe != NULL;
     if (D->sparse) {
       if (!dev_moe_init(L->moe, c, l, dev, &D->moe)) return false;
     } else if ((!upload_stacked((const qweight *[]){&L->w_gate, &L->w_up}, 2, dev, &D->gate_up,
                                 &failed) &&
-                (failed || !dev_weight_upload(&L->w_gate, dev, &D->gate) ||
-                 !dev_weight_upload(&L->w_up, dev, &D->up))) ||
-               !dev_weight_upload(&L->w_down, dev, &D->down)) {
+                (failed || !dev_linear_upload(&L->w_gate, dev, &D->gate) ||
+                 !dev_linear_upload(&L->w_up, dev, &D->up))) ||
+               !dev_linear_upload(&L->w_down, dev, &D->down)) {
       return false;
     }
     if (c->qk_norm && (!(D->q_norm = upload_f32(L->q_norm, c->head_dim, dev)) ||
@@ -149,17 +184,20 @@ void dev_model_free(dev_model *d) {
   if (d->layers) {
     for (int l = 0; l < d->n_layers; l++) {
       dev_layer *D = &d->layers[l];
-      ingot_tensor *ts[] = {D->attn_norm, D->ffn_norm, D->q_norm, D->k_norm,  D->qkv.t,
-                            D->wq.t,      D->wk.t,     D->wv.t,   D->wo.t,    D->gate_up.t,
-                            D->gate.t,    D->up.t,     D->down.t, D->k_cache, D->v_cache};
+      ingot_tensor *ts[] = {D->attn_norm, D->ffn_norm, D->q_norm,
+                            D->k_norm,    D->k_cache,  D->v_cache};
       for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) ingot_release(ts[i]);
+      dev_weight *ws[] = {&D->qkv,     &D->wq,   &D->wk, &D->wv,  &D->wo,
+                          &D->gate_up, &D->gate, &D->up, &D->down};
+      for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) dev_weight_release(ws[i]);
       dev_moe_free(&D->moe);
     }
     free(d->layers);
   }
-  ingot_tensor *ts[] = {d->embd.t, d->lm_head.t, d->out_norm, d->inv_freq,
-                        d->logits, d->tok,       d->pos,      d->arrivals};
+  ingot_tensor *ts[] = {d->out_norm, d->inv_freq, d->logits, d->tok, d->pos, d->arrivals};
   for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) ingot_release(ts[i]);
+  dev_weight_release(&d->embd);
+  dev_weight_release(&d->lm_head);
   free(d);
 }
 
@@ -168,6 +206,7 @@ void dev_model_free(dev_model *d) {
  * product op replaces (one launch). */
 static ingot_tensor *dev_linear_ex(const ingot_tensor *x, const dev_weight *w,
                                    const ingot_tensor *norm, double eps, const ingot_tensor *res) {
+  if (w->scale) return ingot_f8matmul_fused(x, w->t, w->scale, w->cols, norm, eps, res);
   return ingot_qmatmul_fused(x, w->t, w->type, w->cols, norm, eps, res);
 }
 
@@ -188,6 +227,12 @@ static ingot_tensor *attn_q(const ingot_model_config *c, const dev_model *d, con
                             const ingot_tensor *x, const ingot_tensor *pos, int64_t T,
                             const ingot_rope_kv_options *ro) {
   int64_t hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
+  if (L->qkv.scale) { /* f8 q|k|v: the normed product (one launch), then rope_kv_write */
+    ingot_tensor *qkv = dev_linear_ex(x, &L->qkv, L->attn_norm, c->rms_eps, NULL);
+    return ingot_rope_kv_write(heads(qkv, 0, T, nh, hd), heads(qkv, nh * hd, T, nkv, hd),
+                               heads(qkv, (nh + nkv) * hd, T, nkv, hd), pos, d->inv_freq, ro,
+                               L->k_cache, L->v_cache);
+  }
   if (L->qkv.t) {
     ingot_qkv_rope_options o = {
         .norm = L->attn_norm, .eps = c->rms_eps, .rope = *ro, .arrivals = d->arrivals};
@@ -209,6 +254,7 @@ static ingot_tensor *mlp_forward(const ingot_model_config *c, const dev_layer *L
   double eps = c->rms_eps;
   if (L->gate_up.t) {
     ingot_tensor *gu = dev_linear_ex(x, &L->gate_up, L->ffn_norm, eps, NULL);
+    if (L->down.scale) return ingot_f8matmul_swiglu(gu, L->down.t, L->down.scale, L->down.cols, x);
     return ingot_qmatmul_swiglu(gu, L->down.t, L->down.type, L->down.cols, x);
   }
   ingot_tensor *xb = ingot_rms_norm(x, L->ffn_norm, eps);

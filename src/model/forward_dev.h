@@ -8,9 +8,10 @@
 #include "ingot/ingot.h"
 
 typedef struct dev_weight {
-  ingot_tensor *t; /* uint8 [rows, row_bytes]: ggml blocks */
-  int type;        /* ggml type id */
+  ingot_tensor *t; /* uint8 [rows, row_bytes]: ggml blocks (f8: cols f8e4m3fn bytes) */
+  int type;        /* ggml type id; -1 for f8 rows */
   int64_t cols;
+  ingot_tensor *scale; /* f8 rows: f32 [rows], each row's scale (ingot_f8matmul_*); else NULL */
 } dev_weight;
 
 /* A sparse MLP (qwen3_moe, forward_moe.c): router, the experts packed in
@@ -54,6 +55,11 @@ struct qweight;
 struct moe_weights;
 /* w (a loader's weight) as ggml-block rows on dev. */
 bool dev_weight_upload(const struct qweight *w, ingot_device dev, dev_weight *out);
+/* w as dev_weight_upload, except that an F8_E4M3 checkpoint weight (w->f8
+ * with row scales) goes up as its f8 bytes and scales: the linears' form. */
+bool dev_linear_upload(const struct qweight *w, ingot_device dev, dev_weight *out);
+/* Release w's tensors (weight and scale). */
+void dev_weight_release(dev_weight *w);
 /* x [T, cols] times w^T: f32 [T, w rows]. */
 ingot_tensor *dev_linear(const ingot_tensor *x, const dev_weight *w);
 /* Layer `layer`'s expert block w uploaded to dev; an error names the layer

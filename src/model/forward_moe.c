@@ -43,7 +43,8 @@ static ingot_tensor *pack_experts(const qweight *const *ws, int parts, int64_t E
   int dt = f8 ? INGOT_F8E4M3FN : float_dtype(w0->type);
   for (int p = 0; p < parts; p++)
     for (int64_t e = 0; e < E; e++)
-      if (ws[p][e].type != w0->type || ws[p][e].rows != w0->rows || ws[p][e].cols != w0->cols)
+      if (ws[p][e].type != w0->type || ws[p][e].rows != w0->rows || ws[p][e].cols != w0->cols ||
+          (!f8 && !ws[p][e].data)) /* f8 with others: no F32 copy (m->f8_only) to pack */
         dt = -1;
   if (dt < 0) {
     const char *tn = ingot_ggml_type_name(w0->type);
@@ -87,16 +88,17 @@ bool dev_moe_init(const moe_weights *w, const ingot_model_config *c, int layer, 
                                     &out->gate_up_scale)) ||
       !(out->down = pack_experts((const qweight *[]){w->down}, 1, E, layer, dev, &out->down_scale)))
     return false;
-  return !w->has_shared || (dev_weight_upload(&w->sh_gate, dev, &out->sh_gate) &&
-                            dev_weight_upload(&w->sh_up, dev, &out->sh_up) &&
-                            dev_weight_upload(&w->sh_down, dev, &out->sh_down) &&
-                            dev_weight_upload(&w->sh_router, dev, &out->sh_router));
+  return !w->has_shared || (dev_linear_upload(&w->sh_gate, dev, &out->sh_gate) &&
+                            dev_linear_upload(&w->sh_up, dev, &out->sh_up) &&
+                            dev_linear_upload(&w->sh_down, dev, &out->sh_down) &&
+                            dev_linear_upload(&w->sh_router, dev, &out->sh_router));
 }
 
 void dev_moe_free(dev_moe *m) {
-  ingot_tensor *ts[] = {m->router.t,  m->gate_up, m->gate_up_scale, m->down,       m->down_scale,
-                        m->sh_gate.t, m->sh_up.t, m->sh_down.t,     m->sh_router.t};
+  ingot_tensor *ts[] = {m->gate_up, m->gate_up_scale, m->down, m->down_scale};
   for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) ingot_release(ts[i]);
+  dev_weight *ws[] = {&m->router, &m->sh_gate, &m->sh_up, &m->sh_down, &m->sh_router};
+  for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) dev_weight_release(ws[i]);
 }
 
 /* The router's rows as a float tensor [E, dim] viewing its ggml rows, or NULL

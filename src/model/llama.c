@@ -436,6 +436,9 @@ ingot_model *ingot_model_load_ex(const char *path, ingot_device dev,
     free(m);
     return ingot_fail(INGOT_ERR_OOM, "ingot_model_load: out of memory");
   }
+  bool tensor_forward = dev.kind != INGOT_DEVICE_CPU || (opts && opts->tensor_forward) ||
+                        ingot_env_on("INGOT_TENSOR_FORWARD");
+  m->f8_only = tensor_forward; /* the raw path needs every f8 weight's F32 copy */
   struct stat sb;
   bool hf = !stat(path, &sb) && S_ISDIR(sb.st_mode); /* an HF directory (model_hf.c) */
   if (hf ? !hf_load(m, opts)
@@ -444,8 +447,6 @@ ingot_model *ingot_model_load_ex(const char *path, ingot_device dev,
     goto fail;
   int64_t cap = opts && opts->max_ctx > 0 ? opts->max_ctx : DEFAULT_CTX;
   m->cfg.ctx = m->cfg.ctx_train < cap ? m->cfg.ctx_train : cap;
-  bool tensor_forward = dev.kind != INGOT_DEVICE_CPU || (opts && opts->tensor_forward) ||
-                        ingot_env_on("INGOT_TENSOR_FORWARD");
   if (tensor_forward ? !dev_model_init(m, dev) : !alloc_buffers(m)) goto fail;
   if (!hf) m->tok = ingot_tokenizer_from_gguf(m->g);
   if (!m->tok) goto fail;

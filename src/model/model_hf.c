@@ -388,8 +388,12 @@ static bool check_shape(ingot_model *m, const ingot_safetensors_info *ti, int64_
 }
 
 /* A [rows, cols] weight as matvec rows: mapped if F32/F16/BF16 and aligned,
- * else an owned copy (F8_E4M3 x per-row scale -> F32). */
-static bool get_mat(ingot_model *m, const char *name, int64_t rows, int64_t cols, qweight *w) {
+ * else an owned copy (F8_E4M3 x per-row scale -> F32). f8_linear: the tensor
+ * forward reads this weight only as f8 when it is f8 (a linear other than
+ * the router, or an expert), so with m->f8_only no F32 copy is made (data
+ * NULL: 4 bytes a weight of host memory saved). */
+static bool get_mat_ex(ingot_model *m, const char *name, int64_t rows, int64_t cols, qweight *w,
+                       bool f8_linear) {
   ingot_safetensors_info ti;
   if (!find(m, name, &ti) || !check_shape(m, &ti, rows, cols)) return false;
   int type = ggml_type_of(ti.dtype);
@@ -421,16 +425,19 @@ static bool get_mat(ingot_model *m, const char *name, int64_t rows, int64_t cols
                  m->path, sname, (long long)rows);
       return false;
     }
-    float *f = own(m, (size_t)(rows * cols) * sizeof(float));
+    const bool copy = !(m->f8_only && f8_linear);
+    float *f = copy ? own(m, (size_t)(rows * cols) * sizeof(float)) : NULL;
     float *scale = own(m, (size_t)rows * sizeof(float));
-    if (!f || !scale) return false;
+    if ((copy && !f) || !scale) return false;
     const uint8_t *q = ti.data, *s = si.data;
     size_t ssz = ingot_dtype_size(si.dtype);
     for (int64_t r = 0; r < rows; r++) scale[r] = elem_f32(si.dtype, s + (size_t)r * ssz);
+    if (copy) {
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++)
-      for (int64_t k = 0; k < cols; k++)
-        f[r * cols + k] = ingot_f8e4m3fn_to_f32(q[r * cols + k]) * scale[r];
+      for (int64_t r = 0; r < rows; r++)
+        for (int64_t k = 0; k < cols; k++)
+          f[r * cols + k] = ingot_f8e4m3fn_to_f32(q[r * cols + k]) * scale[r];
+    }
     data = f;
     type = INGOT_GGML_F32;
     f8 = q;
@@ -452,6 +459,11 @@ static bool get_mat(ingot_model *m, const char *name, int64_t rows, int64_t cols
                  .f8 = f8,
                  .f8_scale = f8_scale};
   return true;
+}
+
+/* A linear weight (read as f8 by the tensor forward when it is f8). */
+static bool get_mat(ingot_model *m, const char *name, int64_t rows, int64_t cols, qweight *w) {
+  return get_mat_ex(m, name, rows, cols, w, true);
 }
 
 /* A norm vector of n floats, copied to F32. */
@@ -512,7 +524,7 @@ static bool load_moe(ingot_model *m, int l, layer *L) {
   L->moe = w;
   char n[160];
   snprintf(n, sizeof n, "model.layers.%d.mlp.gate.weight", l);
-  if (!get_mat(m, n, E, dim, &w->router)) return false;
+  if (!get_mat_ex(m, n, E, dim, &w->router, false)) return false; /* read as floats */
   ingot_safetensors_info gu, dn;
   char gn[160], dnn[160];
   snprintf(gn, sizeof gn, "model.layers.%d.mlp.experts.gate_up_proj", l);
@@ -550,7 +562,7 @@ static bool load_weights(ingot_model *m) {
   const ingot_model_config *c = &m->cfg;
   int64_t dim = c->dim, qd = (int64_t)c->n_heads * c->head_dim,
           kvd = (int64_t)c->n_kv_heads * c->head_dim, ffn = c->ffn_dim;
-  if (!get_mat(m, "model.embed_tokens.weight", c->vocab, dim, &m->embd) ||
+  if (!get_mat_ex(m, "model.embed_tokens.weight", c->vocab, dim, &m->embd, false) ||
       !get_vec(m, "model.norm.weight", dim, &m->out_norm))
     return false;
   ingot_safetensors_info ti;

@@ -15,9 +15,11 @@ typedef struct qweight {
   int type; /* ggml type id */
   int64_t rows, cols;
   size_t row_bytes, nbytes;
-  /* An F8_E4M3 checkpoint weight (data is then its F32 dequantisation): the
-   * f8 bytes [rows, cols] and one f32 scale per row, for kernels that read
-   * f8 directly (the tensor forward's expert ops); NULL otherwise. */
+  /* An F8_E4M3 checkpoint weight (data is then its F32 dequantisation, or
+   * NULL for a linear loaded for the tensor forward: m->f8_only): the f8
+   * bytes [rows, cols] and one f32 scale per row, for kernels that read f8
+   * directly (the tensor forward's expert ops and ingot_f8matmul_*); NULL
+   * otherwise. */
   const uint8_t *f8;
   const float *f8_scale;
 } qweight;
@@ -54,6 +56,7 @@ struct ingot_model {
   /* scratch for one chunk of tokens */
   float *x, *xb, *xb2, *q, *k, *v, *hb, *hb2, *att, *rope_cs;
   bool exact_matvec;         /* float activations in linear layers (see ingot_model_options) */
+  bool f8_only;              /* HF load for the tensor forward: f8 linears without an F32 copy */
   struct hf_state *hf;       /* HF directory models (model_hf.c): checkpoint + owned buffers */
   struct moe_scratch *moe_s; /* expert block buffers (moe_block.c), NULL for dense models */
   moe_weights *moe_w;        /* GGUF expert blocks: n_layers of them, then their expert qweights */

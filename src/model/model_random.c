@@ -24,8 +24,9 @@ static ingot_tensor *rand_weight(int ndim, const int64_t *shape, ingot_dtype dt,
   return t;
 }
 
-/* A [rows, cols] matrix of dt (f32, f16, bf16) as the ggml-block rows the
- * linear layers read: a uint8 [rows, row_bytes] view of the same storage. */
+/* A [rows, cols] matrix of dt (f32, f16, bf16; f8e4m3fn with f32 [rows]
+ * scales of 0.02, as the experts) as the rows the linear layers read: a
+ * uint8 [rows, row_bytes] view of the same storage. */
 static bool rand_linear(int64_t rows, int64_t cols, ingot_dtype dt, ingot_device dev,
                         dev_weight *out) {
   ingot_tensor *t = rand_weight(2, (int64_t[]){rows, cols}, dt, dev);
@@ -33,9 +34,13 @@ static bool rand_linear(int64_t rows, int64_t cols, ingot_dtype dt, ingot_device
   out->t = tensor_view_as_dtype(t, INGOT_U8);
   ingot_release(t);
   if (!out->t) return false;
-  out->type = dt == INGOT_F32 ? INGOT_GGML_F32 : dt == INGOT_F16 ? INGOT_GGML_F16 : INGOT_GGML_BF16;
+  out->type = dt == INGOT_F32        ? INGOT_GGML_F32
+              : dt == INGOT_F16      ? INGOT_GGML_F16
+              : dt == INGOT_F8E4M3FN ? -1
+                                     : INGOT_GGML_BF16;
   out->cols = cols;
-  return true;
+  out->scale = dt == INGOT_F8E4M3FN ? ingot_full(1, &rows, WEIGHT_STD, INGOT_F32, dev) : NULL;
+  return dt != INGOT_F8E4M3FN || out->scale;
 }
 
 static ingot_tensor *ones(int64_t n, ingot_device dev) {
@@ -58,17 +63,20 @@ static bool rand_layer(const ingot_model_config *c, ingot_dtype wdt, ingot_devic
                        dev_layer *D) {
   int64_t dim = c->dim, qd = (int64_t)c->n_heads * c->head_dim,
           kvd = (int64_t)c->n_kv_heads * c->head_dim;
-  ingot_dtype ldt = wdt == INGOT_F8E4M3FN ? INGOT_BF16 : wdt; /* linear layers */
+  /* f8 (WORKLOADS.md's fp8 decode): experts, attention and dense MLP linears
+   * f8 with row scales; router and shared expert bf16 (ldt), as Qwen's FP8
+   * checkpoints keep their gates. */
+  ingot_dtype ldt = wdt == INGOT_F8E4M3FN ? INGOT_BF16 : wdt;
   /* q|k|v and gate|up stacked by rows, as a loaded model's (forward_dev.c) */
   if (!(D->attn_norm = ones(dim, dev)) || !(D->ffn_norm = ones(dim, dev)) ||
-      !rand_linear(qd + 2 * kvd, dim, ldt, dev, &D->qkv) || !rand_linear(dim, qd, ldt, dev, &D->wo))
+      !rand_linear(qd + 2 * kvd, dim, wdt, dev, &D->qkv) || !rand_linear(dim, qd, wdt, dev, &D->wo))
     return false;
   if (c->qk_norm &&
       (!(D->q_norm = ones(c->head_dim, dev)) || !(D->k_norm = ones(c->head_dim, dev))))
     return false;
   if (!(D->sparse = c->n_experts > 0))
-    return rand_linear(2 * c->ffn_dim, dim, ldt, dev, &D->gate_up) &&
-           rand_linear(dim, c->ffn_dim, ldt, dev, &D->down);
+    return rand_linear(2 * c->ffn_dim, dim, wdt, dev, &D->gate_up) &&
+           rand_linear(dim, c->ffn_dim, wdt, dev, &D->down);
   dev_moe *M = &D->moe;
   int64_t E = c->n_experts, I = c->expert_ffn_dim, S = c->shared_expert_ffn_dim;
   M->has_shared = S > 0;
@@ -97,8 +105,7 @@ static bool check_config(const ingot_model_config *c, int wdt) {
       : c->n_experts && c->expert_ffn_dim <= 0   ? "expert_ffn_dim must be > 0"
       : c->n_experts && (c->n_experts_used < 1 || c->n_experts_used > c->n_experts)
           ? "n_experts_used must be in [1, n_experts]"
-      : c->shared_expert_ffn_dim < 0           ? "shared_expert_ffn_dim must be >= 0"
-      : wdt == INGOT_F8E4M3FN && !c->n_experts ? "f8 weights are for expert models"
+      : c->shared_expert_ffn_dim < 0 ? "shared_expert_ffn_dim must be >= 0"
       : wdt != INGOT_F32 && wdt != INGOT_F16 && wdt != INGOT_BF16 && wdt != INGOT_F8E4M3FN
           ? "weight_dtype must be float32, float16, bfloat16 or float8_e4m3fn"
           : NULL;

@@ -78,3 +78,14 @@ def fused_ref(x, w64, norm, eps, res):
         ref = ref + res.astype(np.float64)
         mag = mag + np.abs(res.astype(np.float64))
     return ref, mag
+
+
+def f8table(rows, cols, rng, extra=0):
+    """(bytes uint8 [rows, cols + extra], scale f32 [rows], float64 W [rows,
+    cols] = f8 value * scale): f8e4m3fn rows of random normals (magnitudes up
+    to about 8, subnormals and zeros among them) with per-row scales, as the
+    f8matmul ops read them; extra bytes of garbage pad each row."""
+    f8 = (rng.standard_normal((rows, cols)) * 2).astype(ml_dtypes.float8_e4m3fn)
+    scale = rng.uniform(0.005, 0.05, rows).astype(np.float32)
+    w64 = f8.astype(np.float64) * scale.astype(np.float64)[:, None]
+    return pad_rows(f8.view(np.uint8), extra, rng), scale, w64

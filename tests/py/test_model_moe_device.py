@@ -89,24 +89,41 @@ def test_f16_experts(tmp_path, tok_dir):
     compare(write_model(tmp_path / "f16", c, w, tok_dir), "tensor", CPU_TOL)
 
 
-def f8_model(tmp_path, tok_dir, name):
-    """Every projection (experts, shared expert, attention) as f8e4m3fn with a
+def f8_model(tmp_path, tok_dir, name, only=""):
+    """Every projection (experts, shared expert, attention, dense MLPs; with
+    `only`, those whose name contains it; only="*": every 2-D weight, the
+    embedding, head, routers and shared-expert gates too) as f8e4m3fn with a
     per-row f32 scale: the raw path reads their f32 dequantisation, the tensor
-    forward the f8 experts with the scales (ingot_moe_* scale argument)."""
+    forward the f8 experts with the scales (ingot_moe_* scale argument), the
+    other f8 linears as f8 rows with their scales (ingot_f8matmul_*: q|k|v
+    stacked; no host F32 copy made) and the embedding and routers as their
+    f32 dequantisation."""
     c = CASES[name]
     f8 = {}
     for k, v in moe_weights(c, seed=8).items():
-        if k.endswith("_proj.weight"):
+        if (v.ndim == 2 if only == "*" else k.endswith("_proj.weight") and only in k):
             scale = (np.abs(v).max(1) / 448).astype(np.float32)
             f8[k], f8[k + "_scale"] = (v / scale[:, None]).astype(ml_dtypes.float8_e4m3fn), scale
         else:
             f8[k] = v
-    return write_model(tmp_path / f"f8_{name}", c, f8, tok_dir)
+    return write_model(tmp_path / f"f8_{name}_{only.replace('*', 'all')}", c, f8, tok_dir)
 
 
 @pytest.mark.parametrize("name", ["e8_k2_norm", "e8_k2_shared"])
 def test_f8_experts(tmp_path, tok_dir, name):
     compare(f8_model(tmp_path, tok_dir, name), "tensor", CPU_TOL)
+
+
+# (name, only): f8 attention alone (float experts); every linear f8 with
+# dense MLP layers among the sparse ones (gate|up stacked, f8matmul_swiglu);
+# every 2-D weight f8 (head f8 on the device; embedding, routers as floats).
+F8_LINEARS = [("e8_k2_norm", "self_attn"), ("e8_k2_nonorm_mlp_only", ""), ("e4_k2_step2", ""),
+              ("e8_k2_shared", "*")]
+
+
+@pytest.mark.parametrize("name,only", F8_LINEARS)
+def test_f8_linears(tmp_path, tok_dir, name, only):
+    compare(f8_model(tmp_path, tok_dir, name, only), "tensor", CPU_TOL)
 
 
 def test_gguf_qwen3moe(tmp_path, tok_dir):
@@ -169,3 +186,9 @@ def test_cuda_f16_and_fused(tmp_path, tok_dir, monkeypatch):
 def test_cuda_f8_experts(tmp_path, tok_dir, monkeypatch, name):
     compare(f8_model(tmp_path, tok_dir, name), "cuda", CUDA_TOL, monkeypatch)
 
+
+
+@needs_cuda
+@pytest.mark.parametrize("name,only", F8_LINEARS)
+def test_cuda_f8_linears(tmp_path, tok_dir, monkeypatch, name, only):
+    compare(f8_model(tmp_path, tok_dir, name, only), "cuda", CUDA_TOL, monkeypatch)

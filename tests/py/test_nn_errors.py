@@ -34,6 +34,10 @@ NW64_F64 = tensor(np.ones(64, np.float64))
 RES = tensor(np.ones((2, 4), np.float32))
 RES_BAD = tensor(np.ones((2, 5), np.float32))
 RES_F16 = tensor(np.ones((2, 4), np.float16))
+W8 = tensor(np.zeros((4, 64), np.uint8))  # f8e4m3fn rows of 64
+SC = tensor(np.ones(4, np.float32))  # their scales
+SC_BAD = tensor(np.ones(5, np.float32))
+SC_F64 = tensor(np.ones(4, np.float64))
 
 
 def c(name, *args):
@@ -79,6 +83,37 @@ CASES = [
                                                      RES_BAD)),
     ("qmatmul_swiglu-res-dtype", "qmatmul_swiglu", c("qmatmul_swiglu", GU, W_PAD, Q4_1, 64,
                                                      RES_F16)),
+    ("f8matmul_fused-null-scale", "f8matmul_fused", c("f8matmul_fused", X, W8, None, 64, None,
+                                                      0.0, None)),
+    ("f8matmul_fused-null-x", "f8matmul_fused", c("f8matmul_fused", None, W8, SC, 64, None, 0.0,
+                                                  None)),
+    ("f8matmul_fused-scale-shape", "f8matmul_fused", c("f8matmul_fused", X, W8, SC_BAD, 64, None,
+                                                       0.0, None)),
+    ("f8matmul_fused-scale-dtype", "f8matmul_fused", c("f8matmul_fused", X, W8, SC_F64, 64, None,
+                                                       0.0, None)),
+    ("f8matmul_fused-row-bytes", "f8matmul_fused", c("f8matmul_fused", X, W_SHORT, SC, 64, None,
+                                                     0.0, None)),
+    ("f8matmul_fused-w-dtype", "f8matmul_fused", c("f8matmul_fused", X, W_I8, SC, 64, None, 0.0,
+                                                   None)),
+    ("f8matmul_fused-w-1d", "f8matmul_fused", c("f8matmul_fused", X, W_1D, SC, 64, None, 0.0,
+                                                None)),
+    ("f8matmul_fused-cols-zero", "f8matmul_fused", c("f8matmul_fused", X, W8, SC, 0, None, 0.0,
+                                                     None)),
+    ("f8matmul_fused-x-cols", "f8matmul_fused", c("f8matmul_fused", X_K, W8, SC, 64, None, 0.0,
+                                                  None)),
+    ("f8matmul_fused-x-dtype", "f8matmul_fused", c("f8matmul_fused", X_BF16, W8, SC, 64, None,
+                                                   0.0, None)),
+    ("f8matmul_fused-norm-shape", "f8matmul_fused", c("f8matmul_fused", X, W8, SC, 64, NW, 1e-5,
+                                                      None)),
+    ("f8matmul_fused-eps", "f8matmul_fused", c("f8matmul_fused", X, W8, SC, 64, NW64, -1.0,
+                                               None)),
+    ("f8matmul_fused-res-shape", "f8matmul_fused", c("f8matmul_fused", X, W8, SC, 64, None, 0.0,
+                                                     RES_BAD)),
+    ("f8matmul_swiglu-null-scale", "f8matmul_swiglu", c("f8matmul_swiglu", GU, W8, None, 64,
+                                                        None)),
+    ("f8matmul_swiglu-x-cols", "f8matmul_swiglu", c("f8matmul_swiglu", X, W8, SC, 64, None)),
+    ("f8matmul_swiglu-res-dtype", "f8matmul_swiglu", c("f8matmul_swiglu", GU, W8, SC, 64,
+                                                       RES_F16)),
     ("qget_rows-null", "qget_rows", c("qget_rows", W, Q4_1, 64, None)),
     ("qget_rows-type", "qget_rows", c("qget_rows", W, BAD_TYPE, 64, IDS)),
     ("qget_rows-cols", "qget_rows", c("qget_rows", W, Q4_1, 48, IDS)),
@@ -123,7 +158,8 @@ def test_works_after_failure():
 
 @needs_cuda
 @pytest.mark.parametrize("op", ["qmatmul", "qmatmul_fused", "qmatmul_fused_res", "qget_rows",
-                                "rms_norm", "swiglu", "qmatmul_swiglu"])
+                                "rms_norm", "swiglu", "qmatmul_swiglu", "f8matmul_fused",
+                                "f8matmul_swiglu"])
 def test_device_mismatch(op):
     wd, fd = call("ingot_to", W, CUDA), call("ingot_to", F, CUDA)
     xd = call("ingot_to", X, CUDA)
@@ -131,7 +167,11 @@ def test_device_mismatch(op):
             "qmatmul_fused": (xd, wd, Q4_1, 64, NW64, 1e-5, None),
             "qmatmul_fused_res": (xd, wd, Q4_1, 64, None, 0.0, RES),
             "rms_norm": (fd, NW, 1e-5), "swiglu": (F, fd),
-            "qmatmul_swiglu": (call("ingot_to", GU, CUDA), wd, Q4_1, 64, RES)}[op]
+            "qmatmul_swiglu": (call("ingot_to", GU, CUDA), wd, Q4_1, 64, RES),
+            "f8matmul_fused": (X, call("ingot_to", W8, CUDA), call("ingot_to", SC, CUDA), 64,
+                               None, 0.0, None),
+            "f8matmul_swiglu": (call("ingot_to", GU, CUDA), call("ingot_to", W8, CUDA), SC, 64,
+                                None)}[op]
     live = lib.ingot_live_tensors()
     with pytest.raises(IngotError) as e:
         call("ingot_" + op.replace("_res", ""), *args)

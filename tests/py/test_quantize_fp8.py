@@ -18,6 +18,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from cuda_diff import needs_cuda
 from ingot_ctypes import lib
 from st_util import write_st
 from test_model_hf import (PROMPT, Model, config, random_weights, ref_logits, rel, tok_dir,  # noqa: F401
@@ -127,10 +128,29 @@ def test_dense_qwen3(tmp_path, tok_dir, dt, skip_head):
         assert (tmp_path / "q" / f).read_bytes() == (src / f).read_bytes()
     with Model(tmp_path / "q") as m:
         got_l = m.logits(PROMPT)
-    assert rel(got_l, ref_logits(c, dequant(got), PROMPT)) < 1e-4
+    want = ref_logits(c, dequant(got), PROMPT)
+    assert rel(got_l, want) < 1e-4
+    # the tensor forward reads the f8 linears (q|k|v, o, gate|up, down, head) as
+    # f8 rows with their scales (ingot_f8matmul_*): the same numbers
+    with Model(tmp_path / "q", "tensor") as m:
+        assert rel(m.logits(PROMPT), want) < 1e-4
     # the quantization error itself stays small next to the unquantized model
     with Model(src) as m:
         assert rel(got_l, m.logits(PROMPT)) < 0.1
+
+
+@needs_cuda
+@pytest.mark.parametrize("skip_head", [False, True])
+def test_dense_qwen3_cuda(tmp_path, tok_dir, skip_head):
+    """The quantized model on CUDA (f8 linears through the f8 GEMV, the head
+    too unless skipped): within 1e-3 of the largest |logit| of the numpy
+    forward of its dequantised weights (f32 sums in other orders)."""
+    c = config("qwen3", tie_word_embeddings=False)
+    w = {k: v.astype(ml_dtypes.bfloat16) for k, v in random_weights(c, seed=4).items()}
+    quantize(write_model(tmp_path / "src", c, w, tok_dir), tmp_path / "q", skip_head)
+    got, _ = check_file(w, tmp_path / "q", skip_head)
+    with Model(tmp_path / "q", "cuda") as m:
+        assert rel(m.logits(PROMPT), ref_logits(c, dequant(got), PROMPT)) < 1e-3
 
 
 def test_moe_experts_quantized_router_kept(tmp_path, tok_dir):

@@ -1,0 +1,157 @@
+"""f8matmul_fused / f8matmul_swiglu (f8e4m3fn weight rows, per-row f32
+scales) on CUDA against the CPU backend (itself checked against numpy in
+test_f8matmul.py).
+
+Paths: M <= 8 the dense GEMV (gemv.cu) with f8 weights: gemvx_kernel when K
+is a multiple of 16 and rows 16-byte aligned (the norm fused in its staging,
+scale and res in its epilogue: one launch), gemv_kernel otherwise (odd K,
+rows padded by 7 bytes: scalar loads; the norm by rms_norm first); M > 8, or
+X too large to stage (M = 8, K = 6144): W times its scales dequantised to f32
+scratch, the MATMUL kernel, res added. Qwen3-30B-A3B's attention shapes
+(q|k|v N = 5120, K = 2048; o N = 2048, K = 4096) at M = 1..8.
+Tolerance: both accumulate in f32 in different orders (and the prefill path
+rounds W * scale once more), |cuda - cpu| <= 2e-5 * (|x_n| @ |W|^T + |res|) +
+1e-6; NaNs in the same places. Graph capture: replays on new inputs match.
+"""
+import numpy as np
+import pytest
+
+from cuda_diff import CUDA, needs_cuda
+from ingot_ctypes import call, lib, tensor, to_numpy
+from nn_cases import f8table, fused_ref, seed, swiglu_ref
+
+pytestmark = needs_cuda
+
+
+def dev(a):
+    return call("ingot_to", tensor(a), CUDA)
+
+
+def opt(a, f):
+    return None if a is None else f(a)
+
+
+def both(wq, scale, k, x, norm, res, extra, rng, eps=1e-5):
+    """f8matmul_fused on the CPU (unpadded W) and on CUDA (rows padded by extra)."""
+    want = to_numpy(call("ingot_f8matmul_fused", tensor(x), tensor(wq), tensor(scale), k,
+                         opt(norm, tensor), eps, opt(res, tensor)))
+    wp = np.concatenate([wq, rng.integers(0, 256, (wq.shape[0], extra), dtype=np.uint8)], axis=1)
+    got = to_numpy(call("ingot_f8matmul_fused", dev(x), dev(wp), dev(scale), k, opt(norm, dev),
+                        eps, opt(res, dev)))
+    return got, want
+
+
+def check_close(got, want, x, w64, norm, eps, res):
+    assert got.shape == want.shape and got.dtype == np.float32
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    _, mag = fused_ref(x, w64, norm, eps, res)
+    err = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    err[np.isnan(err)] = 0
+    bound = 2e-5 * mag + 1e-6
+    at = np.unravel_index(err.argmax(), err.shape)
+    assert np.all(err <= bound), f"max err {err.max()} at {at} (bound {bound[at]})"
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 5, 8, 9, 12, 33, 70])
+@pytest.mark.parametrize("k,extra", [(256, 0), (48, 0), (37, 11), (64, 7)])
+@pytest.mark.parametrize("use_norm,use_res", [(False, False), (True, True), (True, False),
+                                              (False, True)])
+def test_f8matmul_fused(m, k, extra, use_norm, use_res):
+    rng = np.random.default_rng(seed("cf8", m, k, extra, use_norm, use_res))
+    n = 67
+    wq, scale, w64 = f8table(n, k, rng)
+    x = (rng.standard_normal((m, k)) * 3).astype(np.float32)
+    norm = rng.standard_normal(k).astype(np.float32) if use_norm else None
+    res = (rng.standard_normal((m, n)) * 10).astype(np.float32) if use_res else None
+    got, want = both(wq, scale, k, x, norm, res, extra, rng)
+    check_close(got, want, x, w64, norm, 1e-5, res)
+
+
+@pytest.mark.parametrize("n,k", [(5120, 2048), (2048, 4096), (96, 6144)])
+@pytest.mark.parametrize("m", [1, 2, 4, 8])
+def test_f8matmul_model_shapes(n, k, m):
+    """Qwen3-30B-A3B's q|k|v and o (norm fused, residual added); K = 6144 at
+    M = 8 stages too much X: the dequantise path."""
+    rng = np.random.default_rng(seed("cf8shape", n, k, m))
+    wq, scale, w64 = f8table(n, k, rng)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    norm = rng.standard_normal(k).astype(np.float32)
+    res = rng.standard_normal((m, n)).astype(np.float32)
+    got, want = both(wq, scale, k, x, norm, res, 0, rng)
+    check_close(got, want, x, w64, norm, 1e-5, res)
+
+
+@pytest.mark.parametrize("m", [1, 4, 8, 12])
+@pytest.mark.parametrize("k", [768, 40])
+@pytest.mark.parametrize("use_res", [False, True])
+def test_f8matmul_swiglu(m, k, use_res):
+    rng = np.random.default_rng(seed("cf8glu", m, k, use_res))
+    n = 53
+    wq, scale, w64 = f8table(n, k, rng)
+    gu = rng.standard_normal((m, 2 * k)).astype(np.float32)
+    res = rng.standard_normal((m, n)).astype(np.float32) if use_res else None
+    want = to_numpy(call("ingot_f8matmul_swiglu", tensor(gu), tensor(wq), tensor(scale), k,
+                         opt(res, tensor)))
+    got = to_numpy(call("ingot_f8matmul_swiglu", dev(gu), dev(wq), dev(scale), k, opt(res, dev)))
+    check_close(got, want, swiglu_ref(gu[:, :k], gu[:, k:]), w64, None, 0.0, res)
+
+
+@pytest.mark.parametrize("m", [1, 8, 12])
+def test_f8matmul_special_values(m):
+    """NaN/inf in x and an f8 NaN byte in W: NaNs where the CPU has them."""
+    rng = np.random.default_rng(seed("cf8special", m))
+    n, k = 40, 128
+    wq, scale, w64 = f8table(n, k, rng)
+    wq[3, 9] = 0xFF  # f8e4m3fn -NaN
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    x[0, 1] = np.nan
+    if m > 1:
+        x[1, 2] = np.inf
+    got, want = both(wq, scale, k, x, None, None, 0, rng)
+    assert np.isnan(want[:, 3]).all() and np.isnan(want[0]).all()
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    fin = np.isfinite(want)
+    assert np.array_equal(np.isinf(got), np.isinf(want))
+    np.testing.assert_array_equal(np.sign(got[np.isinf(want)]), np.sign(want[np.isinf(want)]))
+    xf = np.where(np.isfinite(x), x, 0)
+    bound = 2e-5 * (np.abs(xf.astype(np.float64)) @ np.nan_to_num(np.abs(w64)).T) + 1e-6
+    assert np.all(np.abs(got[fin].astype(np.float64) - want[fin]) <= bound[fin])
+
+
+def test_f8matmul_graph_capture():
+    """The norm-fused one-launch GEMV (M = 1, 8) and the prefill path (M = 12)
+    captured in a graph; replays on new inputs match the CPU."""
+    rng = np.random.default_rng(seed("cf8graph"))
+    n, k = 160, 1024
+    wq, scale, w64 = f8table(n, k, rng)
+    wd, sd = dev(wq), dev(scale)
+    norm = rng.standard_normal(k).astype(np.float32)
+    nd = dev(norm)
+    xs = {m: dev(np.zeros((m, k), np.float32)) for m in (1, 8, 12)}
+    rs = {m: dev(np.zeros((m, n), np.float32)) for m in (1, 8, 12)}
+
+    def forward():
+        return {m: call("ingot_f8matmul_fused", xs[m], wd, sd, k, nd, 1e-5, rs[m]) for m in xs}
+
+    forward()
+    assert lib.ingot_graph_begin(CUDA) == 0, lib.ingot_last_error()
+    try:
+        out = forward()
+    finally:
+        g = lib.ingot_graph_end(CUDA)
+    assert g, lib.ingot_last_error()
+    try:
+        for _ in range(2):
+            vals = {m: (rng.standard_normal((m, k)).astype(np.float32),
+                        rng.standard_normal((m, n)).astype(np.float32)) for m in xs}
+            for m, (x, r) in vals.items():
+                call("ingot_copy_", xs[m], dev(x))
+                call("ingot_copy_", rs[m], dev(r))
+            assert lib.ingot_graph_replay(g) == 0, lib.ingot_last_error()
+            for m, (x, r) in vals.items():
+                want = to_numpy(call("ingot_f8matmul_fused", tensor(x), tensor(wq), tensor(scale),
+                                     k, tensor(norm), 1e-5, tensor(r)))
+                check_close(to_numpy(out[m]), want, x, w64, norm, 1e-5, r)
+    finally:
+        out = None
+        lib.ingot_graph_destroy(g)
