@@ -22,7 +22,7 @@
 //   them.) Grid sync.
 // Phase 1b: h of all k slots into shared memory (24 KB at Qwen3-30B-A3B's
 //   shape, over xn's space); a thread per (slot, 16-byte piece) of the k down
-//   rows, 8 output rows n at a time, then a block sum a row: y[n] = x[n] +
+//   rows, 16 output rows n at a time, then a block sum a row: y[n] = x[n] +
 //   sum_j w_j * (dot * scale) (fixed order: deterministic).
 // Bytes: the k experts' gate, up and down rows once, the router once; xn, h
 // and the logits through L2. Two grid syncs; no partial sums.
@@ -58,7 +58,7 @@ constexpr int kRankE = 1024;                // top-k by ranks (all threads) up t
 constexpr int kMaxK = 64;                   // slots routed in shared memory
 constexpr int kMaxE = 8192;                 // logits routed in shared memory
 constexpr int kMaxD = 16384;                // x staged in shared memory (64 KB)
-constexpr int kRowGroup = 8;                // phase 1b: output rows summed at a time
+constexpr int kRowGroup = 16;               // phase 1b: output rows summed at a time
 
 struct BlockParams {
   const float *x, *norm;  // x [D] (also the residual), norm [D]
@@ -90,9 +90,22 @@ __device__ __forceinline__ void router_piece(const uint4 &v, int q, int dt, floa
     Wfmt<float>::piece(v, q, f);
 }
 
+constexpr int kNormLoads = 2;  // norm float4s a thread loads before the PDL wait (D <= 4096)
+
+// This thread's first norm weights (immutable: loaded before the PDL wait,
+// so their round trip hides under the kernel before).
+__device__ __forceinline__ void norm_first(const BlockParams &p, float4 (&nw)[kNormLoads]) {
+#pragma unroll
+  for (int u = 0; u < kNormLoads; u++) {
+    const int64_t kk = 4 * ((int64_t)threadIdx.x + (int64_t)u * kThreads);
+    nw[u] = kk < p.D ? __ldg(reinterpret_cast<const float4 *>(p.norm + kk))
+                     : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+}
+
 // x normalised into xs, every thread; the only barriers of the staging.
 template <int VEC>
-__device__ void stage_x(const BlockParams &p, float *xs) {
+__device__ void stage_x(const BlockParams &p, float *xs, const float4 (&nw)[kNormLoads]) {
   __shared__ float part[kWarps];
   __shared__ float inv;
   const int64_t D = p.D, nch = D / VEC;
@@ -115,10 +128,14 @@ __device__ void stage_x(const BlockParams &p, float *xs) {
   }
   __syncthreads();
   const float iv = inv;
-  for (int64_t kk = 4 * (int64_t)threadIdx.x; kk < D; kk += 4 * kThreads) {
+  int u = 0;
+  for (int64_t kk = 4 * (int64_t)threadIdx.x; kk < D; kk += 4 * kThreads, u++) {
     float4 *d = reinterpret_cast<float4 *>(xs + sidx<VEC>(kk, nch, true));
     float4 v = *d;
-    const float4 w = *reinterpret_cast<const float4 *>(p.norm + kk);
+    static_assert(kNormLoads == 2, "the picks below");  // static indices: nw in registers
+    const float4 w = u == 0   ? nw[0]
+                     : u == 1 ? nw[1]
+                              : __ldg(reinterpret_cast<const float4 *>(p.norm + kk));
     v.x = __fmul_rn(__fmul_rn(v.x, iv), w.x), v.y = __fmul_rn(__fmul_rn(v.y, iv), w.y);
     v.z = __fmul_rn(__fmul_rn(v.z, iv), w.z), v.w = __fmul_rn(__fmul_rn(v.w, iv), w.w);
     *d = v;
@@ -246,11 +263,28 @@ __device__ void route_block(const BlockParams &p, float *ls, unsigned long long 
   }
   for (int e = tid; e < p.E; e += kThreads) keys[e] = route_key(ls[e], e);
   __syncthreads();
-  for (int e = tid; e < p.E; e += kThreads) {
-    const unsigned long long me = keys[e];
+  // G lanes a key (G = kThreads / E rounded down to a power of 2, <= 32), each
+  // counting every G-th other key: E / G loads in a row instead of E.
+  int G = 1;
+  while (G < 32 && 2 * G * p.E <= kThreads) G *= 2;
+  if (G > 1) {  // one key per group of G lanes: every thread reaches the shuffles
+    const int e = tid / G, g = tid % G;
+    const bool live = e < p.E;
+    const unsigned long long me = live ? keys[e] : 0ull;
     int rank = 0;
-    for (int o = 0; o < p.E; o++) rank += keys[o] > me;
-    if (rank < p.k) sid[rank] = e;
+    if (live)
+#pragma unroll 8
+      for (int o = g; o < p.E; o += G) rank += keys[o] > me;
+    for (int m = 1; m < G; m <<= 1) rank += __shfl_xor_sync(0xffffffffu, rank, m);
+    if (live && g == 0 && rank < p.k) sid[rank] = e;
+  } else {
+    for (int e = tid; e < p.E; e += kThreads) {
+      const unsigned long long me = keys[e];
+      int rank = 0;
+#pragma unroll 8
+      for (int o = 0; o < p.E; o++) rank += keys[o] > me;
+      if (rank < p.k) sid[rank] = e;
+    }
   }
   __syncthreads();
   if (warp == 0) {
@@ -278,9 +312,11 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   // Phase 0: xn staged, the router's logits, the routing.
   uint4 first[kRouterLoads];
   router_first(p, first);
+  float4 nw[kNormLoads];
+  norm_first(p, nw);
   pdl_wait();  // x comes from the kernel before
   pdl_launch_dependents();
-  stage_x<VEC>(p, xs);
+  stage_x<VEC>(p, xs, nw);
   router_logits<VEC>(p, xs, first);
   grid.sync();
   for (int e = tid; e < p.E; e += kThreads) ls[e] = __ldcg(p.logits + e);
@@ -294,11 +330,15 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   const int64_t n0 = (int64_t)blockIdx.x * p.R, n1 = n0 + p.R < D ? n0 + p.R : D;
   const int64_t rowp = nchI;  // 16-byte pieces a down row
   const WT *wd = static_cast<const WT *>(p.wd);
-  for (int q = tid; q < p.k * p.R; q += kThreads) {  // their scales (1: none)
+  // Their scales (1: none): the first kThreads loaded now, stored after
+  // phase 1a (the round trip hides under it).
+  auto down_scale = [&](int q) {
     const int j = q / p.R;
     const int64_t n = n0 + (q - j * p.R);
-    ss[q] = p.sd && n < n1 ? __ldg(p.sd + (int64_t)sid[j] * D + n) : 1.f;
-  }
+    return p.sd && n < n1 ? __ldg(p.sd + (int64_t)sid[j] * D + n) : 1.f;
+  };
+  const int nss = p.k * p.R;
+  const float ss0 = tid < nss ? down_scale(tid) : 1.f;
   if (n1 > n0) {
     const int64_t per = (n1 - n0) * rowp;  // pieces an expert
     for (int j = 0; j < p.k; j++) {        // expert j's rows: one contiguous run
@@ -357,6 +397,8 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
       }
     }
   }
+  if (tid < nss) ss[tid] = ss0;
+  for (int q = tid + kThreads; q < nss; q += kThreads) ss[q] = down_scale(q);
   grid.sync();  // every h written (xs is free from here: hs shares its space)
 
   // Phase 1b: h of every slot into shared memory; the down rows arrive.
