@@ -26,10 +26,13 @@
 //   sum_j w_j * (dot * scale) (fixed order: deterministic).
 // Bytes: the k experts' gate, up and down rows once, the router once; xn, h
 // and the logits through L2. Two grid syncs; no partial sums.
-// Measured on the H200 against the composed kernels (docs/perf-notes.md):
-// Qwen3-30B-A3B decode 279.6 -> 283.9 tok/s bf16, 298.5 -> 330.6 fp8; the
-// moe_layer graph 49 -> 43 us bf16, 43 -> 33 us fp8. INGOT_MOE_BLOCK=0 (read
-// per call) runs the composed kernels instead.
+// Measured on the H200 (docs/perf-notes.md): Qwen3-30B-A3B decode 279.6
+// (composed kernels) -> 326.4 tok/s bf16, 298.5 -> 379.0 fp8 (f8 attention
+// too); the moe_layer graph 49 -> 36 us bf16, 43 -> 26 us fp8. By clock64
+// stamps (bf16): phase 0 ~6 us (staging, router, sync, routing), the down
+// rows' cp.async issue and phase 1a ~19 us (DRAM-bound: 75 MB), the second
+// sync ~2.5 us, phase 1b ~4 us. INGOT_MOE_BLOCK=0 (read per call) runs the
+// composed kernels instead.
 // Shapes it does not take (T > 1, D or I not a whole number of 16-byte chunks,
 // down rows past the shared memory, ...) run moe_block_compose.
 #include <cooperative_groups.h>
