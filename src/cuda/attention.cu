@@ -379,7 +379,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
   const int64_t first = (int64_t)start * rs + (int64_t)(h / (Hq / Hkv)) * D;
   int jnew = -1;  // ROPE: the block's row (0..n) taken from rk, rv
   if constexpr (ROPE) {
-    const int p = pos[0], kvh = h / (Hq / Hkv);
+    const int p = pos[t], kvh = h / (Hq / Hkv);                           // t = 0
     const bool holds = p >= 0 && p < ctx && p >= start && p < start + n;  // uniform
     if (w == 0 || (holds && w < 3)) {
       float *y = w == 0 ? rq : w == 1 ? rk : rv;
@@ -706,7 +706,7 @@ ingot_status k_rope_kv_attention(ingot_op_args *a) {
   const RkvParams P = rkv_params(a);
   const char *e = getenv("INGOT_ATTN_ROPE");
   const bool want = !(e && *e && atoi(e) == 0);
-  if (!want || P.T != 1 || P.Hq > 65535 || !cluster_path(P.T, P.D, P.ctx))
+  if (!want || P.T != 1 || P.Hq < 1 || P.Hq > 65535 || !cluster_path(P.T, P.D, P.ctx))
     return rope_kv_attention_compose(a);
   cudaStream_t s = stream_of(out);
   const void *kc = ingot_tensor_data(a->out[1]), *vc = ingot_tensor_data(a->out[2]);
