@@ -284,9 +284,10 @@ __device__ float block_reduce(float x, float *red) {
 // cluster barrier block r writes out[t, h, d] = sum_b acc_b[d] f_b / sum_b l_b
 // f_b, f_b = exp(m_b - M), M the cluster's max. As the CPU: NaN scores and
 // all -inf rows give NaN; -inf scores weigh 0.
-const int kCluster = 8;   // blocks a (head, row): the portable maximum
-const int kLaneVals = 8;  // values of a row a lane holds (D <= 32 lanes * 8)
-const int kBatch = 4;     // rows a lane group loads before it computes
+const int kCluster = 8;        // blocks a (head, row): the portable maximum
+const int kLaneVals = 8;       // values of a row a lane holds (D <= 32 lanes * 8)
+const int kBatch = 4;          // rows a lane group loads before it computes
+__device__ float4 kNoRow[64];  // a cache row's worth of zeros (256 floats) no kernel writes
 
 // V consecutive cache elements from p (V-element aligned when V is 4) as f32.
 template <int V>
@@ -312,8 +313,10 @@ __device__ __forceinline__ void load_vec(const f16_t *p, float *x) {
 
 // Lane value i holds element (sub + i / V * lr) * V + i % V of a row; x[u]
 // gets row j0 + u * step of rows (stride rs), zeros past row n or past D.
-// Every load is issued before any value is used. SUB: row snew_j comes from
-// snew (shared memory, D values) instead of rows.
+// Every load is issued before any value is used. SUB: row snew_j is taken
+// from snew (shared memory, D values) instead: its load reads kNoRow (never
+// written, so no load races the kernel's own write of that row, and the
+// loads stay one unconditional batch), then the values are replaced.
 template <class C, int V, bool SUB = false>
 __device__ __forceinline__ void load_rows(const C *rows, int64_t rs, int j0, int step, int n,
                                           int sub, int lr, int nv, float (&x)[kBatch][kLaneVals],
@@ -321,17 +324,28 @@ __device__ __forceinline__ void load_rows(const C *rows, int64_t rs, int j0, int
 #pragma unroll
   for (int u = 0; u < kBatch; u++) {
     int j = j0 + u * step;
+    const C *row = SUB && j == snew_j ? reinterpret_cast<const C *>(kNoRow) : rows + j * rs;
 #pragma unroll
     for (int k = 0; k < kLaneVals / V; k++) {
       int v = sub + k * lr;
-      if (SUB && j == snew_j && v < nv) {
-#pragma unroll
-        for (int e = 0; e < V; e++) x[u][k * V + e] = snew[v * V + e];
-      } else if (j < n && v < nv) {
-        load_vec<V>(rows + j * rs + (int64_t)v * V, &x[u][k * V]);
+      if (j < n && v < nv) {
+        load_vec<V>(row + (int64_t)v * V, &x[u][k * V]);
       } else {
 #pragma unroll
         for (int e = 0; e < V; e++) x[u][k * V + e] = 0.f;
+      }
+    }
+  }
+  if (SUB) {
+#pragma unroll
+    for (int u = 0; u < kBatch; u++) {
+      int j = j0 + u * step;
+#pragma unroll
+      for (int k = 0; k < kLaneVals / V; k++) {
+        int v = sub + k * lr;
+        if (j == snew_j && j < n && v < nv)
+#pragma unroll
+          for (int e = 0; e < V; e++) x[u][k * V + e] = snew[v * V + e];
       }
     }
   }
