@@ -149,9 +149,9 @@ def test_rope_kv_attention_errors_change_nothing():
     check("rope_kv_write", pos=tensor(np.array([0, 1], np.int64)))
     check("rope_kv_write", pos=tensor(np.array([0], np.int32)))
     check("rope_kv_write", opts=None)
-    check("rope_kv_write", opts=RopeKvOpts(False, tensor(c["w"][0]).ptr, None, EPS))
-    check("rope_kv_write",
-          opts=RopeKvOpts(False, tensor(c["w"][0]).ptr, tensor(np.ones(3, np.float32)).ptr, EPS))
+    wq, w3 = tensor(c["w"][0]), tensor(np.ones(3, np.float32))  # alive while their .ptr is used
+    check("rope_kv_write", opts=RopeKvOpts(False, wq.ptr, None, EPS))
+    check("rope_kv_write", opts=RopeKvOpts(False, wq.ptr, w3.ptr, EPS))
     check("rope_kv_write", k=q)
     check("rope_kv_write", inv=tensor(np.ones(3)))
     check("rope_kv_write", v=f64(to_numpy(v)))
@@ -224,6 +224,26 @@ def test_cuda_rope_kv_attention_bad_positions(p):
     got = run(c, False, CUDA)
     equal(got, run(c, False, CUDA, fused=False))
     equal(got[1:], (c["kc"], c["vc"]))
+
+
+@needs_cuda
+def test_cuda_rope_kv_attention_device_errors():
+    """Inputs on two devices: rope_kv_write's message, nothing written."""
+    T, hq, hkv, dh, ctx = 1, 4, 2, 8, 6
+    c = case(T, hq, hkv, dh, ctx, [3])
+    q, k, v = views(to_device(tensor(c["qkv"])), T, hq, hkv, dh)
+    pos, inv = to_device(tensor(c["pos"])), to_device(tensor(c["inv"]))
+    o = RopeKvOpts(True, None, None, EPS)
+    for kc, vc in ((tensor(c["kc"]), tensor(c["vc"])),
+                   (to_device(tensor(c["kc"])), tensor(c["vc"]))):
+        msgs = []
+        for fn, extra in (("ingot_rope_kv_attention", (0.3,)), ("ingot_rope_kv_write", ())):
+            with pytest.raises(IngotError) as e:
+                call(fn, q, k, v, pos, inv, ctypes.byref(o), kc, vc, *extra)
+            msgs.append(str(e.value))
+        assert msgs[0] == msgs[1].replace("rope_kv_write", "rope_kv_attention", 1)
+        np.testing.assert_array_equal(to_numpy(kc), c["kc"])
+        np.testing.assert_array_equal(to_numpy(vc), c["vc"])
 
 
 @needs_cuda
