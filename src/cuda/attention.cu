@@ -175,6 +175,16 @@ __device__ __forceinline__ RopePair rope_pair(const float *y, int i, int half, i
   return r;
 }
 
+// An L2 prefetch of the lines of [p, p + bytes), a line a lane of one warp:
+// a hint (no registers, never waited for) for immutable data, so it may be
+// issued before pdl_wait.
+__device__ __forceinline__ void warp_prefetch_l2(const void *p, int64_t bytes, int lane) {
+  const uintptr_t end = (uintptr_t)p + (uintptr_t)bytes;
+  for (uintptr_t a = ((uintptr_t)p & ~(uintptr_t)127) + (uintptr_t)lane * 128; a < end;
+       a += 32 * 128)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
+}
+
 template <class C>
 __global__ void __launch_bounds__(kRkvWarps * 32)
     rope_kv_kernel(RkvParams P, C *__restrict__ kc, C *__restrict__ vc) {
@@ -382,6 +392,10 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
   cg::cluster_group cluster = cg::this_cluster();
   const int r = (int)cluster.block_rank(), h = blockIdx.y, t = blockIdx.z;
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  if constexpr (ROPE) {  // the prologue's weights, while the kernel before drains
+    if (w < 2 && R.w[w]) warp_prefetch_l2(R.w[w], (int64_t)D * 4, lane);
+    if (w == 2) warp_prefetch_l2(R.inv, (int64_t)D / 2 * 8, lane);
+  }
   pdl_wait();  // q, the caches and pos come from earlier kernels
   pdl_launch_dependents();
   // The live rows 0..pos[t] split evenly over the cluster (read here, so a
