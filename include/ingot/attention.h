@@ -79,6 +79,17 @@ ingot_tensor *ingot_attention_cached(const ingot_tensor *q, const ingot_tensor *
                                      const ingot_tensor *v_cache, const ingot_tensor *pos,
                                      double scale);
 
+/* The decode step's rope, cache write and attention in one op: exactly
+ * ingot_attention_cached(ingot_rope_kv_write(q, k, v, pos, inv_freq, o,
+ * k_cache, v_cache), k_cache, v_cache, pos, scale), with both ops' argument
+ * rules. Returns the attention output float32 [T, Hq, D]; the caches are
+ * written as rope_kv_write writes them. On CUDA for T = 1 one kernel (the
+ * attention's prologue ropes q, k and writes the cache row). */
+ingot_tensor *ingot_rope_kv_attention(const ingot_tensor *q, const ingot_tensor *k,
+                                      const ingot_tensor *v, const ingot_tensor *pos,
+                                      const ingot_tensor *inv_freq, const ingot_rope_kv_options *o,
+                                      ingot_tensor *k_cache, ingot_tensor *v_cache, double scale);
+
 #ifdef __cplusplus
 }
 #endif

@@ -179,7 +179,8 @@ static atomic_uchar warned[INGOT_OP_COUNT];
  * updates them in place: the fallback must carry that content over. */
 static bool out_prefilled(ingot_op op) {
   return op == INGOT_OP_SCATTER || op == INGOT_OP_SCATTER_ADD || op == INGOT_OP_INDEX_PUT ||
-         op == INGOT_OP_KV_CACHE_WRITE || op == INGOT_OP_ROPE_KV_WRITE;
+         op == INGOT_OP_KV_CACHE_WRITE || op == INGOT_OP_ROPE_KV_WRITE ||
+         op == INGOT_OP_ROPE_KV_ATTENTION;
 }
 
 static ingot_status run_on_cpu(ingot_op_args *a, ingot_device dev, const ingot_backend *be) {

@@ -1,6 +1,7 @@
 /* Fronts of the decode-time attention ops (include/ingot/attention.h): rope,
- * kv_cache_write, attention_cached, rope_kv_write (the first two fused) and
- * qmatmul_rope_kv (the q|k|v product with rope_kv_write).
+ * kv_cache_write, attention_cached, rope_kv_write (the first two fused),
+ * qmatmul_rope_kv (the q|k|v product with rope_kv_write) and
+ * rope_kv_attention (rope_kv_write with attention_cached).
  * Kernels receive contiguous tensors (the fronts copy strided inputs; q, k,
  * v of rope_kv_write only need a unit last stride) and read positions on
  * the device. */
@@ -140,6 +141,33 @@ ingot_status ingot_kv_cache_write(ingot_tensor *k_cache, ingot_tensor *v_cache,
   return st;
 }
 
+/* The argument rules of attention_cached (op names the caller): q float32
+ * [T, Hq, D], the caches, pos [T], D in [1, 256] as the caches', Hq a
+ * multiple of Hkv, scale not NaN. */
+static bool check_attention(const char *op, const ingot_tensor *q, const ingot_tensor *k_cache,
+                            const ingot_tensor *v_cache, const ingot_tensor *pos, double scale) {
+  if (!is_3d(op, "q", q) || !check_f32(op, "q", q) || !check_caches(op, k_cache, v_cache) ||
+      !check_pos(op, pos, q->shape[0]))
+    return false;
+  int64_t hq = q->shape[1], hkv = k_cache->shape[1], d = q->shape[2];
+  if (d != k_cache->shape[2] || d <= 0 || d > 256) {
+    ingot_set_error(INGOT_ERR_SHAPE,
+                    "%s: head_dim of q (%lld) and the caches (%lld) must agree and lie in [1, 256]",
+                    op, (long long)d, (long long)k_cache->shape[2]);
+    return false;
+  }
+  if (hkv <= 0 || hq % hkv) {
+    ingot_set_error(INGOT_ERR_SHAPE, "%s: %lld query heads are not a multiple of %lld kv heads", op,
+                    (long long)hq, (long long)hkv);
+    return false;
+  }
+  if (!(scale == scale)) {
+    ingot_set_error(INGOT_ERR_ARG, "%s: scale is NaN", op);
+    return false;
+  }
+  return true;
+}
+
 /* ATTENTION_CACHED: in[0] = q float32 [T, Hq, D] (contiguous), in[1] =
  * k_cache, in[2] = v_cache (contiguous [ctx, Hkv, D], float32 or float16),
  * in[3] = pos int32 [T]; farg[0] = scale; out[0] float32 [T, Hq, D]. */
@@ -148,21 +176,8 @@ ingot_tensor *ingot_attention_cached(const ingot_tensor *q, const ingot_tensor *
                                      double scale) {
   const char *op = "attention_cached";
   const ingot_tensor *ts[4] = {q, k_cache, v_cache, pos};
-  if (!check_tensors(op, 4, ts)) return NULL;
-  if (!is_3d(op, "q", q) || !check_f32(op, "q", q) || !check_caches(op, k_cache, v_cache) ||
-      !check_pos(op, pos, q->shape[0]))
+  if (!check_tensors(op, 4, ts) || !check_attention(op, q, k_cache, v_cache, pos, scale))
     return NULL;
-  int64_t hq = q->shape[1], hkv = k_cache->shape[1], d = q->shape[2];
-  if (d != k_cache->shape[2] || d <= 0 || d > 256)
-    return ingot_fail(INGOT_ERR_SHAPE,
-                      "attention_cached: head_dim of q (%lld) and the caches (%lld) must agree "
-                      "and lie in [1, 256]",
-                      (long long)d, (long long)k_cache->shape[2]);
-  if (hkv <= 0 || hq % hkv)
-    return ingot_fail(INGOT_ERR_SHAPE,
-                      "attention_cached: %lld query heads are not a multiple of %lld kv heads",
-                      (long long)hq, (long long)hkv);
-  if (!(scale == scale)) return ingot_fail(INGOT_ERR_ARG, "attention_cached: scale is NaN");
   ingot_tensor *tmp[2] = {contig(op, q), contig(op, pos)};
   if (!tmp[0] || !tmp[1]) {
     ingot_release(tmp[0]);
@@ -232,6 +247,79 @@ static void rope_inputs(const char *op, const ingot_tensor *pos, const ingot_ten
   tmp[3] = o->k_norm ? contig(op, o->k_norm) : NULL;
 }
 
+/* The argument rules of rope_kv_write (op names the caller): options given,
+ * both norms or neither, q float32 [T, Hq, D], k and v [T, Hkv, D] like the
+ * caches, pos [T], then check_rope_opts. */
+static bool check_rope_kv(const char *op, const ingot_tensor *q, const ingot_tensor *k,
+                          const ingot_tensor *v, const ingot_tensor *pos,
+                          const ingot_tensor *inv_freq, const ingot_rope_kv_options *o,
+                          const ingot_tensor *k_cache, const ingot_tensor *v_cache) {
+  if (!o) {
+    ingot_set_error(INGOT_ERR_ARG, "%s: options are NULL", op);
+    return false;
+  }
+  bool norm = o->q_norm || o->k_norm;
+  if (norm && (!o->q_norm || !o->k_norm)) {
+    ingot_set_error(INGOT_ERR_ARG, "%s: give both q_norm and k_norm, or neither", op);
+    return false;
+  }
+  const ingot_tensor *ts[9] = {q, k, v, pos, inv_freq, k_cache, v_cache, o->q_norm, o->k_norm};
+  if (!check_tensors(op, norm ? 9 : 7, ts)) return false;
+  if (!is_3d(op, "q", q) || !is_3d(op, "k", k) || !is_3d(op, "v", v) || !check_f32(op, "q", q) ||
+      !check_f32(op, "k", k) || !check_f32(op, "v", v) || !check_caches(op, k_cache, v_cache) ||
+      !check_pos(op, pos, q->shape[0]))
+    return false;
+  int64_t T = q->shape[0], D = q->shape[2];
+  const int64_t *cs = k_cache->shape;
+  if (memcmp(k->shape, v->shape, 3 * sizeof k->shape[0]) || k->shape[0] != T ||
+      k->shape[1] != cs[1] || k->shape[2] != cs[2] || D != cs[2]) {
+    ingot_set_error(INGOT_ERR_SHAPE,
+                    "%s: q must be [%lld, Hq, %lld] and k, v [%lld, %lld, %lld] like the caches",
+                    op, (long long)T, (long long)cs[2], (long long)T, (long long)cs[1],
+                    (long long)cs[2]);
+    return false;
+  }
+  return check_rope_opts(op, D, inv_freq, o);
+}
+
+/* ROPE_KV_WRITE's inputs and arguments in a (in[0..nin), iarg, farg[0],
+ * out[1..2]) with the owned copies in tmp[7] (release them all); false when
+ * a copy failed. */
+static bool rope_kv_args(const char *op, const ingot_tensor *q, const ingot_tensor *k,
+                         const ingot_tensor *v, const ingot_tensor *pos,
+                         const ingot_tensor *inv_freq, const ingot_rope_kv_options *o,
+                         ingot_tensor *k_cache, ingot_tensor *v_cache, ingot_op_args *a,
+                         ingot_tensor **tmp) {
+  a->nin = o->q_norm ? 7 : 5;
+  tmp[0] = unit_last(op, q, a->iarg + 1);
+  tmp[1] = unit_last(op, k, a->iarg + 3);
+  tmp[2] = unit_last(op, v, a->iarg + 5);
+  rope_inputs(op, pos, inv_freq, o, tmp + 3);
+  bool ok = true;
+  for (int i = 0; i < a->nin; i++) ok = ok && (a->in[i] = tmp[i]);
+  a->iarg[0] = o->neox;
+  a->farg[0] = o->eps;
+  a->out[1] = k_cache;
+  a->out[2] = v_cache;
+  return ok;
+}
+
+/* Run a (out[1..2] the borrowed caches) into a fresh float32 out[0] of
+ * shape, release tmp[7]; the result, or NULL with the error naming op. */
+static ingot_tensor *run_into_caches(const char *op, ingot_op_args *a, bool ok,
+                                     const int64_t *shape, ingot_device dev, ingot_tensor **tmp) {
+  ingot_tensor *r = NULL;
+  if (ok && (r = tensor_new(3, shape, INGOT_F32, dev))) {
+    a->out[0] = r; /* the caches are borrowed: only r is released on failure */
+    if (dispatch(a)) {
+      ingot_release(r);
+      r = NULL;
+    }
+  }
+  for (int i = 0; i < 7; i++) ingot_release(tmp[i]);
+  return r ? r : fail_in(op);
+}
+
 /* ROPE_KV_WRITE: in[0] = q [T, Hq, D], in[1] = k, in[2] = v [T, Hkv, D]
  * (float32, unit last stride; row and head strides in iarg[1..2], [3..4],
  * [5..6]), in[3] = pos int32 [T], in[4] = inv_freq float64 [D/2], in[5] =
@@ -243,46 +331,53 @@ ingot_tensor *ingot_rope_kv_write(const ingot_tensor *q, const ingot_tensor *k,
                                   const ingot_tensor *inv_freq, const ingot_rope_kv_options *o,
                                   ingot_tensor *k_cache, ingot_tensor *v_cache) {
   const char *op = "rope_kv_write";
-  if (!o) return ingot_fail(INGOT_ERR_ARG, "rope_kv_write: options are NULL");
-  bool norm = o->q_norm || o->k_norm;
-  if (norm && (!o->q_norm || !o->k_norm))
-    return ingot_fail(INGOT_ERR_ARG, "rope_kv_write: give both q_norm and k_norm, or neither");
-  const ingot_tensor *ts[9] = {q, k, v, pos, inv_freq, k_cache, v_cache, o->q_norm, o->k_norm};
-  if (!check_tensors(op, norm ? 9 : 7, ts)) return NULL;
-  if (!is_3d(op, "q", q) || !is_3d(op, "k", k) || !is_3d(op, "v", v) || !check_f32(op, "q", q) ||
-      !check_f32(op, "k", k) || !check_f32(op, "v", v) || !check_caches(op, k_cache, v_cache) ||
-      !check_pos(op, pos, q->shape[0]))
+  if (!check_rope_kv(op, q, k, v, pos, inv_freq, o, k_cache, v_cache)) return NULL;
+  ingot_op_args a = {.op = INGOT_OP_ROPE_KV_WRITE, .nout = 3};
+  ingot_tensor *tmp[7] = {NULL};
+  bool ok = rope_kv_args(op, q, k, v, pos, inv_freq, o, k_cache, v_cache, &a, tmp);
+  return run_into_caches(op, &a, ok, q->shape, q->device, tmp);
+}
+
+/* ROPE_KV_ATTENTION: ROPE_KV_WRITE's inputs, arguments and caches (out[1],
+ * out[2]), farg[1] = scale; out[0] = the attention output float32 [T, Hq,
+ * D] (fresh). Results: ROPE_KV_WRITE into a roped q, then ATTENTION_CACHED
+ * of it (rope_kv_attention_compose). */
+ingot_tensor *ingot_rope_kv_attention(const ingot_tensor *q, const ingot_tensor *k,
+                                      const ingot_tensor *v, const ingot_tensor *pos,
+                                      const ingot_tensor *inv_freq, const ingot_rope_kv_options *o,
+                                      ingot_tensor *k_cache, ingot_tensor *v_cache, double scale) {
+  const char *op = "rope_kv_attention";
+  if (!check_rope_kv(op, q, k, v, pos, inv_freq, o, k_cache, v_cache) ||
+      !check_attention(op, q, k_cache, v_cache, pos, scale))
     return NULL;
-  int64_t T = q->shape[0], D = q->shape[2];
-  const int64_t *cs = k_cache->shape;
-  if (memcmp(k->shape, v->shape, 3 * sizeof k->shape[0]) || k->shape[0] != T ||
-      k->shape[1] != cs[1] || k->shape[2] != cs[2] || D != cs[2])
-    return ingot_fail(INGOT_ERR_SHAPE,
-                      "rope_kv_write: q must be [%lld, Hq, %lld] and k, v [%lld, %lld, %lld] "
-                      "like the caches",
-                      (long long)T, (long long)cs[2], (long long)T, (long long)cs[1],
-                      (long long)cs[2]);
-  if (!check_rope_opts(op, D, inv_freq, o)) return NULL;
-  ingot_op_args a = {.op = INGOT_OP_ROPE_KV_WRITE, .nin = norm ? 7 : 5, .nout = 3};
-  ingot_tensor *tmp[7] = {unit_last(op, q, a.iarg + 1), unit_last(op, k, a.iarg + 3),
-                          unit_last(op, v, a.iarg + 5)};
-  rope_inputs(op, pos, inv_freq, o, tmp + 3);
-  ingot_tensor *r = NULL;
-  bool ok = true;
-  for (int i = 0; i < a.nin; i++) ok = ok && (a.in[i] = tmp[i]);
-  a.iarg[0] = o->neox;
-  a.farg[0] = o->eps;
-  a.out[1] = k_cache;
-  a.out[2] = v_cache;
-  if (ok && (r = tensor_new(3, q->shape, INGOT_F32, q->device))) {
-    a.out[0] = r; /* the caches are borrowed: only r is released on failure */
-    if (dispatch(&a)) {
-      ingot_release(r);
-      r = NULL;
-    }
+  ingot_op_args a = {.op = INGOT_OP_ROPE_KV_ATTENTION, .nout = 3};
+  ingot_tensor *tmp[7] = {NULL};
+  bool ok = rope_kv_args(op, q, k, v, pos, inv_freq, o, k_cache, v_cache, &a, tmp);
+  a.farg[1] = scale;
+  return run_into_caches(op, &a, ok, q->shape, q->device, tmp);
+}
+
+ingot_status rope_kv_attention_compose(ingot_op_args *a) {
+  ingot_tensor *out = a->out[0];
+  const ingot_backend *be =
+      backend_with(out->device, "rope_kv_attention", 2,
+                   (ingot_op[]){INGOT_OP_ROPE_KV_WRITE, INGOT_OP_ATTENTION_CACHED});
+  if (!be) return ingot_last_status();
+  ingot_tensor *q = tensor_new(3, out->shape, INGOT_F32, out->device); /* the roped q */
+  if (!q) return ingot_last_status();
+  ingot_op_args r = *a;
+  r.op = INGOT_OP_ROPE_KV_WRITE;
+  r.out[0] = q;
+  ingot_status st = be->kernels[INGOT_OP_ROPE_KV_WRITE](&r);
+  if (!st) {
+    ingot_op_args c = {.op = INGOT_OP_ATTENTION_CACHED, .nin = 4, .nout = 1};
+    c.in[0] = q, c.in[1] = a->out[1], c.in[2] = a->out[2], c.in[3] = a->in[3];
+    c.farg[0] = a->farg[1];
+    c.out[0] = out;
+    st = be->kernels[INGOT_OP_ATTENTION_CACHED](&c);
   }
-  for (int i = 0; i < 7; i++) ingot_release(tmp[i]);
-  return r ? r : fail_in(op);
+  ingot_release(q); /* stream-ordered on a device: reused only after this stream's work */
+  return st;
 }
 
 /* QMATMUL_ROPE_KV: in[0] = x float32 [T, K] (contiguous), in[1] = W u8

@@ -1,7 +1,7 @@
-/* The composed form of QMATMUL_ROPE_KV (contract in src/core/ops_attention.c):
- * the QMATMUL and ROPE_KV_WRITE kernels of out[0]'s backend, one after the
- * other through a q|k|v scratch. The CPU kernel, and CUDA's path where its
- * one-launch kernel does not apply. */
+/* The composed forms of the fused decode ops (contracts in
+ * src/core/ops_attention.c), from the kernels of out[0]'s backend: the CPU
+ * kernels, and CUDA's path where its one-launch kernel does not apply.
+ * QMATMUL_ROPE_KV: QMATMUL then ROPE_KV_WRITE through a q|k|v scratch. */
 #ifndef INGOT_CORE_QKV_ROPE_H
 #define INGOT_CORE_QKV_ROPE_H
 
@@ -12,6 +12,8 @@ extern "C" {
 #endif
 
 ingot_status qmatmul_rope_kv_compose(ingot_op_args *a);
+/* ROPE_KV_ATTENTION: ROPE_KV_WRITE into a roped-q scratch, then ATTENTION_CACHED. */
+ingot_status rope_kv_attention_compose(ingot_op_args *a);
 
 #ifdef __cplusplus
 }

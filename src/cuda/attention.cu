@@ -19,12 +19,16 @@
 //   past pos[t] exit; a combine kernel per (head, row) merges the valid
 //   partials. pos is clamped into [0, ctx).
 // - rope_kv_write: a warp per (row, head of q, k or v): norm, rope, write.
+// - rope_kv_attention: at T = 1 on the cluster path, attn_cluster_kernel
+//   with rope_kv_write's work as a prologue (one launch); else the
+//   rope_kv_write and attention_cached kernels.
 // The decode kernels (rope_kv_write, attention_cached) launch with PDL
 // (pdl.cuh) and wait before their first read.
 #include <cooperative_groups.h>
 #include <cuda_fp16.h>
 #include <math.h>
 
+#include "../core/qkv_rope.h"
 #include "cuda_common.cuh"
 #define PDL_FAMILY "attn"  // INGOT_NO_PDL=attn turns this file's PDL off
 #include "pdl.cuh"
@@ -137,6 +141,50 @@ struct RkvParams {
   bool neox;
 };
 
+// Head x (D values, unit stride) staged into y by one warp, RMS-normed with
+// weights w when given (the products of rms_norm_kernel).
+__device__ __forceinline__ void stage_norm(const float *x, const float *w, float *y, int D,
+                                           float eps, int lane) {
+  float ss = 0.f;
+  for (int i = lane; i < D; i += 32) {
+    float v = x[i];
+    y[i] = v;
+    ss = fmaf(v, v, ss);
+  }
+  if (w) {
+    float inv = 1.0f / sqrtf(warp_sum(ss) / (float)D + eps);
+    for (int i = lane; i < D; i += 32) y[i] = __fmul_rn(__fmul_rn(y[i], inv), w[i]);
+  }
+}
+
+// Pair i of y (D = 2 half values) rotated at position p (rope_kernel's
+// math): its element indices a, b and values y0, y1.
+struct RopePair {
+  int a, b;
+  float y0, y1;
+};
+__device__ __forceinline__ RopePair rope_pair(const float *y, int i, int half, int p,
+                                              const double *inv, bool neox) {
+  double sd, cd;
+  sincos((double)p * inv[i], &sd, &cd);
+  float cf = (float)cd, sf = (float)sd;
+  RopePair r;
+  r.a = neox ? i : 2 * i, r.b = neox ? i + half : 2 * i + 1;
+  float x0 = y[r.a], x1 = y[r.b];
+  r.y0 = x0 * cf - x1 * sf, r.y1 = x0 * sf + x1 * cf;
+  return r;
+}
+
+// An L2 prefetch of the lines of [p, p + bytes), a line a lane of one warp:
+// a hint (no registers, never waited for) for immutable data, so it may be
+// issued before pdl_wait.
+__device__ __forceinline__ void warp_prefetch_l2(const void *p, int64_t bytes, int lane) {
+  const uintptr_t end = (uintptr_t)p + (uintptr_t)bytes;
+  for (uintptr_t a = ((uintptr_t)p & ~(uintptr_t)127) + (uintptr_t)lane * 128; a < end;
+       a += 32 * 128)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
+}
+
 template <class C>
 __global__ void __launch_bounds__(kRkvWarps * 32)
     rope_kv_kernel(RkvParams P, C *__restrict__ kc, C *__restrict__ vc) {
@@ -151,18 +199,8 @@ __global__ void __launch_bounds__(kRkvWarps * 32)
     int which = j < P.Hq ? 0 : j < P.Hq + P.Hkv ? 1 : 2;
     int h = which == 0 ? j : which == 1 ? j - P.Hq : j - P.Hq - P.Hkv;
     const float *x = P.src[which] + t * P.rs[which] + h * P.hs[which];
-    const float *w = which < 2 ? P.w[which] : nullptr;
     const int p = P.pos[t];  // loaded with the head's values, not after them
-    float ss = 0.f;
-    for (int i = lane; i < P.D; i += 32) {
-      float v = x[i];
-      y[i] = v;
-      ss = fmaf(v, v, ss);
-    }
-    if (w) {
-      float inv = 1.0f / sqrtf(warp_sum(ss) / (float)P.D + P.eps);
-      for (int i = lane; i < P.D; i += 32) y[i] = __fmul_rn(__fmul_rn(y[i], inv), w[i]);
-    }
+    stage_norm(x, which < 2 ? P.w[which] : nullptr, y, P.D, P.eps, lane);
     __syncwarp();
     int half = P.D / 2;
     bool in_cache = p >= 0 && p < P.ctx;
@@ -172,18 +210,14 @@ __global__ void __launch_bounds__(kRkvWarps * 32)
         for (int i = lane; i < P.D; i += 32) vc[crow + i] = from_acc<C>(y[i]);
     } else {
       for (int i = lane; i < half; i += 32) {
-        double sd, cd;
-        sincos((double)p * P.inv[i], &sd, &cd);
-        float cf = (float)cd, sf = (float)sd;
-        int a = P.neox ? i : 2 * i, b = P.neox ? i + half : 2 * i + 1;
-        float x0 = y[a], x1 = y[b], y0 = x0 * cf - x1 * sf, y1 = x0 * sf + x1 * cf;
+        const RopePair r = rope_pair(y, i, half, p, P.inv, P.neox);
         if (which == 0) {
           float *o = P.qo + ((int64_t)t * P.Hq + h) * P.D;
-          o[a] = y0;
-          o[b] = y1;
+          o[r.a] = r.y0;
+          o[r.b] = r.y1;
         } else if (in_cache) {
-          kc[crow + a] = from_acc<C>(y0);
-          kc[crow + b] = from_acc<C>(y1);
+          kc[crow + r.a] = from_acc<C>(r.y0);
+          kc[crow + r.b] = from_acc<C>(r.y1);
         }
       }
     }
@@ -191,10 +225,9 @@ __global__ void __launch_bounds__(kRkvWarps * 32)
   }
 }
 
-ingot_status k_rope_kv_write(ingot_op_args *a) {
-  ingot_status st = cuda_use_device_of(a->out[0]);
-  if (st) return st;
-  const int64_t *qs = ingot_shape(a->in[0]), *cs = ingot_shape(a->out[1]);
+// ROPE_KV_WRITE's (and ROPE_KV_ATTENTION's) arguments as kernel parameters.
+RkvParams rkv_params(const ingot_op_args *a) {
+  const int64_t *qs = ingot_shape(a->out[0]), *cs = ingot_shape(a->out[1]);
   RkvParams P;
   for (int i = 0; i < 3; i++) {
     P.src[i] = (const float *)ingot_tensor_data(a->in[i]);
@@ -209,6 +242,14 @@ ingot_status k_rope_kv_write(ingot_op_args *a) {
   P.T = (int)qs[0], P.Hq = (int)qs[1], P.D = (int)qs[2], P.ctx = (int)cs[0], P.Hkv = (int)cs[1];
   P.eps = (float)a->farg[0];
   P.neox = a->iarg[0] != 0;
+  return P;
+}
+
+ingot_status k_rope_kv_write(ingot_op_args *a) {
+  ingot_status st = cuda_use_device_of(a->out[0]);
+  if (st) return st;
+  const int64_t *qs = ingot_shape(a->in[0]), *cs = ingot_shape(a->out[1]);
+  const RkvParams P = rkv_params(a);
   int64_t warps = qs[0] * (qs[1] + 2 * cs[1]);
   if (warps == 0) return INGOT_OK;
   int64_t blocks = (warps + kRkvWarps - 1) / kRkvWarps;
@@ -253,9 +294,10 @@ __device__ float block_reduce(float x, float *red) {
 // cluster barrier block r writes out[t, h, d] = sum_b acc_b[d] f_b / sum_b l_b
 // f_b, f_b = exp(m_b - M), M the cluster's max. As the CPU: NaN scores and
 // all -inf rows give NaN; -inf scores weigh 0.
-const int kCluster = 8;   // blocks a (head, row): the portable maximum
-const int kLaneVals = 8;  // values of a row a lane holds (D <= 32 lanes * 8)
-const int kBatch = 4;     // rows a lane group loads before it computes
+const int kCluster = 8;        // blocks a (head, row): the portable maximum
+const int kLaneVals = 8;       // values of a row a lane holds (D <= 32 lanes * 8)
+const int kBatch = 4;          // rows a lane group loads before it computes
+__device__ float4 kNoRow[64];  // a cache row's worth of zeros (256 floats) no kernel writes
 
 // V consecutive cache elements from p (V-element aligned when V is 4) as f32.
 template <int V>
@@ -281,21 +323,39 @@ __device__ __forceinline__ void load_vec(const f16_t *p, float *x) {
 
 // Lane value i holds element (sub + i / V * lr) * V + i % V of a row; x[u]
 // gets row j0 + u * step of rows (stride rs), zeros past row n or past D.
-// Every load is issued before any value is used.
-template <class C, int V>
+// Every load is issued before any value is used. SUB: row snew_j is taken
+// from snew (shared memory, D values) instead: its load reads kNoRow (never
+// written, so no load races the kernel's own write of that row, and the
+// loads stay one unconditional batch), then the values are replaced.
+template <class C, int V, bool SUB = false>
 __device__ __forceinline__ void load_rows(const C *rows, int64_t rs, int j0, int step, int n,
-                                          int sub, int lr, int nv, float (&x)[kBatch][kLaneVals]) {
+                                          int sub, int lr, int nv, float (&x)[kBatch][kLaneVals],
+                                          int snew_j = -1, const float *snew = nullptr) {
 #pragma unroll
   for (int u = 0; u < kBatch; u++) {
     int j = j0 + u * step;
+    const C *row = SUB && j == snew_j ? reinterpret_cast<const C *>(kNoRow) : rows + j * rs;
 #pragma unroll
     for (int k = 0; k < kLaneVals / V; k++) {
       int v = sub + k * lr;
       if (j < n && v < nv) {
-        load_vec<V>(rows + j * rs + (int64_t)v * V, &x[u][k * V]);
+        load_vec<V>(row + (int64_t)v * V, &x[u][k * V]);
       } else {
 #pragma unroll
         for (int e = 0; e < V; e++) x[u][k * V + e] = 0.f;
+      }
+    }
+  }
+  if (SUB) {
+#pragma unroll
+    for (int u = 0; u < kBatch; u++) {
+      int j = j0 + u * step;
+#pragma unroll
+      for (int k = 0; k < kLaneVals / V; k++) {
+        int v = sub + k * lr;
+        if (j == snew_j && j < n && v < nv)
+#pragma unroll
+          for (int e = 0; e < V; e++) x[u][k * V + e] = snew[v * V + e];
       }
     }
   }
@@ -307,19 +367,35 @@ __device__ __forceinline__ float score_weight(float s, float mn) {
   return s == -INFINITY ? 0.f : expf(s - mn);
 }
 
-template <class C, int V>
+// ROPE (ROPE_KV_ATTENTION, T = 1): q is rope_kv_write's work done in a
+// prologue, from R's raw q, k, v (R.qo unused, q null): every block norms
+// and ropes its q head in shared memory (warp 0, as rope_kv_kernel does).
+// The block whose rows hold the new row pos (in [0, ctx)) also norms and
+// ropes k and makes v (warps 1, 2), each value rounded to C, and takes row
+// pos from shared memory instead of the cache, so no cache element is both
+// written and read in the launch (the caches stay read-only, non-coherent
+// loads: no fence needed). Of the Hq / Hkv heads of a kv head, only the
+// first one's block writes the row to kw, vw (the others compute the same
+// bits for their own use). Bad positions: nothing written, the clamped row
+// read from the cache, q roped at the raw position, as the two kernels.
+template <class C, int V, bool ROPE = false>
 __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
     attn_cluster_kernel(const float *__restrict__ q, const C *__restrict__ kc,
                         const C *__restrict__ vc, const int32_t *__restrict__ pos,
                         float *__restrict__ out, int Hq, int Hkv, int D, int ctx, int lr,
-                        float scale) {
+                        float scale, RkvParams R, C *kw, C *vw) {
   __shared__ float sc[kTile];                   // scores of the block's current tile
   __shared__ float part[kThreads * kLaneVals];  // sums of p v of each lane group [group][D]
   __shared__ float acc[256];                    // the block's sum of p v (read by the cluster)
   __shared__ float stat[2];                     // the block's max score, sum of p
+  __shared__ float rq[ROPE ? 256 : 1], rk[ROPE ? 256 : 1], rv[ROPE ? 256 : 1];  // roped q; row pos
   cg::cluster_group cluster = cg::this_cluster();
   const int r = (int)cluster.block_rank(), h = blockIdx.y, t = blockIdx.z;
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  if constexpr (ROPE) {  // the prologue's weights, while the kernel before drains
+    if (w < 2 && R.w[w]) warp_prefetch_l2(R.w[w], (int64_t)D * 4, lane);
+    if (w == 2) warp_prefetch_l2(R.inv, (int64_t)D / 2 * 8, lane);
+  }
   pdl_wait();  // q, the caches and pos come from earlier kernels
   pdl_launch_dependents();
   // The live rows 0..pos[t] split evenly over the cluster (read here, so a
@@ -329,7 +405,40 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
   const int nv = D / V, grp = threadIdx.x / lr, sub = threadIdx.x % lr, ngrp = kThreads / lr;
   const int64_t rs = (int64_t)Hkv * D;  // elements from one cache row to the next
   const int64_t first = (int64_t)start * rs + (int64_t)(h / (Hq / Hkv)) * D;
-  const float *qi = q + ((int64_t)t * Hq + h) * D;
+  int jnew = -1;  // ROPE: the block's row (0..n) taken from rk, rv
+  if constexpr (ROPE) {
+    const int p = pos[t], kvh = h / (Hq / Hkv);                           // t = 0
+    const bool holds = p >= 0 && p < ctx && p >= start && p < start + n;  // uniform
+    if (w == 0 || (holds && w < 3)) {
+      float *y = w == 0 ? rq : w == 1 ? rk : rv;
+      stage_norm(R.src[w] + (int64_t)(w == 0 ? h : kvh) * R.hs[w], w < 2 ? R.w[w] : nullptr, y, D,
+                 R.eps, lane);
+      __syncwarp();
+      const bool writer = holds && h % (Hq / Hkv) == 0;
+      const int64_t crow = ((int64_t)p * Hkv + kvh) * D;
+      if (w == 2) {
+        for (int i = lane; i < D; i += 32) {
+          const C c = from_acc<C>(y[i]);
+          if (writer) vw[crow + i] = c;
+          y[i] = to_acc(c);
+        }
+      } else {
+        for (int i = lane; i < D / 2; i += 32) {  // pairs apart: in place per lane
+          const RopePair rp = rope_pair(y, i, D / 2, p, R.inv, R.neox);
+          if (w == 0) {
+            y[rp.a] = rp.y0, y[rp.b] = rp.y1;
+          } else {
+            const C c0 = from_acc<C>(rp.y0), c1 = from_acc<C>(rp.y1);
+            if (writer) kw[crow + rp.a] = c0, kw[crow + rp.b] = c1;
+            y[rp.a] = to_acc(c0), y[rp.b] = to_acc(c1);
+          }
+        }
+      }
+    }
+    if (holds) jnew = p - start;
+    __syncthreads();
+  }
+  const float *qi = ROPE ? rq : q + ((int64_t)t * Hq + h) * D;
   float qv[kLaneVals];
 #pragma unroll
   for (int i = 0; i < kLaneVals; i++) {
@@ -344,11 +453,11 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
     const C *kt = kc + first + (int64_t)s0 * rs, *vt = vc + first + (int64_t)s0 * rs;
     // The first batch of V rows loads while the scores run.
     float xv[kBatch][kLaneVals];
-    load_rows<C, V>(vt, rs, grp, ngrp, nt, sub, lr, nv, xv);
+    load_rows<C, V, ROPE>(vt, rs, grp, ngrp, nt, sub, lr, nv, xv, jnew - s0, rv);
     // 1. Scores. jb is uniform over the block, so whole warps run the shuffles.
     for (int jb = 0; jb < nt; jb += kBatch * ngrp) {
       float x[kBatch][kLaneVals];
-      load_rows<C, V>(kt, rs, jb + grp, ngrp, nt, sub, lr, nv, x);
+      load_rows<C, V, ROPE>(kt, rs, jb + grp, ngrp, nt, sub, lr, nv, x, jnew - s0, rk);
 #pragma unroll
       for (int u = 0; u < kBatch; u++) {
         float d = 0.f;
@@ -374,7 +483,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
 #pragma unroll
     for (int i = 0; i < kLaneVals; i++) a[i] *= corr;
     for (int jb = 0; jb < nt; jb += kBatch * ngrp) {
-      if (jb > 0) load_rows<C, V>(vt, rs, jb + grp, ngrp, nt, sub, lr, nv, xv);
+      if (jb > 0) load_rows<C, V, ROPE>(vt, rs, jb + grp, ngrp, nt, sub, lr, nv, xv, jnew - s0, rv);
 #pragma unroll
       for (int u = 0; u < kBatch; u++) {
         int j = jb + u * ngrp + grp;
@@ -429,20 +538,38 @@ int cluster_lanes(int D, int V) {
   return lr;
 }
 
+// R null: attention_cached's kernel; else the ROPE prologue's (T = 1).
 template <class C>
 void launch_cluster(const float *q, const void *kc, const void *vc, const int32_t *pos, float *out,
-                    int T, int Hq, int Hkv, int D, int ctx, float scale, cudaStream_t s) {
+                    int T, int Hq, int Hkv, int D, int ctx, float scale, cudaStream_t s,
+                    const RkvParams *R = nullptr) {
   const C *k = (const C *)kc, *v = (const C *)vc;
+  C *kw = (C *)kc, *vw = (C *)vc;  // written only through these (the ROPE prologue)
+  const RkvParams P = R ? *R : RkvParams{};
   // Vectors of 4 need 4-element aligned rows: D % 4 == 0 and aligned bases.
   uintptr_t al = 4 * sizeof(C);
   bool vec = D % 4 == 0 && (uintptr_t)kc % al == 0 && (uintptr_t)vc % al == 0;
   dim3 grid((unsigned)kCluster, (unsigned)Hq, (unsigned)T);
-  if (vec)
-    launch_pdl(attn_cluster_kernel<C, 4>, grid, dim3(kThreads), 0, s, q, k, v, pos, out, Hq, Hkv, D,
-               ctx, cluster_lanes(D, 4), scale);
+  const int lr = cluster_lanes(D, vec ? 4 : 1);
+#define LAUNCH_CLUSTER(VV, RR)                                                                  \
+  launch_pdl(attn_cluster_kernel<C, VV, RR>, grid, dim3(kThreads), 0, s, q, k, v, pos, out, Hq, \
+             Hkv, D, ctx, lr, scale, P, kw, vw)
+  if (vec && R)
+    LAUNCH_CLUSTER(4, true);
+  else if (vec)
+    LAUNCH_CLUSTER(4, false);
+  else if (R)
+    LAUNCH_CLUSTER(1, true);
   else
-    launch_pdl(attn_cluster_kernel<C, 1>, grid, dim3(kThreads), 0, s, q, k, v, pos, out, Hq, Hkv, D,
-               ctx, cluster_lanes(D, 1), scale);
+    LAUNCH_CLUSTER(1, false);
+#undef LAUNCH_CLUSTER
+}
+
+// Whether attention_cached runs one attn_cluster_kernel launch: a cluster
+// per (head, row), no partials: decode (T = 1) up to kClusterCtx rows, rows
+// of a longer T up to kSingleRows (many rows: the tiled prefill kernel).
+bool cluster_path(int T, int D, int ctx) {
+  return !cuda_attention_prefill_handles(T, D) && ctx <= (T == 1 ? kClusterCtx : kSingleRows);
 }
 
 // ---- longer caches: chunks and a combine ----
@@ -562,9 +689,7 @@ ingot_status k_attention_cached(ingot_op_args *a) {
     return cuda_check(cuda_attention_prefill(q, kc, vc, half, pos, (float *)ingot_tensor_data(out),
                                              T, Hq, Hkv, D, ctx, scale, s),
                       "attention_cached prefill kernel");
-  // A cluster per (head, row), one launch, no partials: decode (T = 1) up to
-  // kClusterCtx rows, rows of a longer T up to kSingleRows.
-  if (ctx <= (T == 1 ? kClusterCtx : kSingleRows)) {
+  if (cluster_path(T, D, ctx)) {
     float *o = (float *)ingot_tensor_data(out);
     if (half)
       launch_cluster<f16_t>(q, kc, vc, pos, o, T, Hq, Hkv, D, ctx, scale, s);
@@ -598,6 +723,29 @@ ingot_status k_attention_cached(ingot_op_args *a) {
   return st;
 }
 
+// ROPE_KV_ATTENTION (contract in src/core/ops_attention.c): T = 1 on the
+// cluster path, one launch of attn_cluster_kernel with the rope prologue;
+// otherwise, or with INGOT_ATTN_ROPE=0 (read per call: the lead's A/B), the
+// ROPE_KV_WRITE and ATTENTION_CACHED kernels one after the other.
+ingot_status k_rope_kv_attention(ingot_op_args *a) {
+  ingot_tensor *out = a->out[0];
+  ingot_status st = cuda_use_device_of(out);
+  if (st) return st;
+  const RkvParams P = rkv_params(a);
+  const char *e = getenv("INGOT_ATTN_ROPE");
+  const bool want = !(e && *e && atoi(e) == 0);
+  if (!want || P.T != 1 || P.Hq < 1 || P.Hq > 65535 || !cluster_path(P.T, P.D, P.ctx))
+    return rope_kv_attention_compose(a);
+  cudaStream_t s = stream_of(out);
+  const void *kc = ingot_tensor_data(a->out[1]), *vc = ingot_tensor_data(a->out[2]);
+  const float scale = (float)a->farg[1];
+  if (ingot_dtype_of(a->out[1]) == INGOT_F16)
+    launch_cluster<f16_t>(nullptr, kc, vc, P.pos, P.qo, 1, P.Hq, P.Hkv, P.D, P.ctx, scale, s, &P);
+  else
+    launch_cluster<float>(nullptr, kc, vc, P.pos, P.qo, 1, P.Hq, P.Hkv, P.D, P.ctx, scale, s, &P);
+  return launch_status("rope_kv_attention kernel");
+}
+
 }  // namespace
 
 extern "C" void cuda_register_attention(ingot_backend *be) {
@@ -605,4 +753,5 @@ extern "C" void cuda_register_attention(ingot_backend *be) {
   be->kernels[INGOT_OP_KV_CACHE_WRITE] = k_kv_cache_write;
   be->kernels[INGOT_OP_ATTENTION_CACHED] = k_attention_cached;
   be->kernels[INGOT_OP_ROPE_KV_WRITE] = k_rope_kv_write;
+  be->kernels[INGOT_OP_ROPE_KV_ATTENTION] = k_rope_kv_attention;
 }

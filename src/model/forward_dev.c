@@ -1,11 +1,11 @@
 /* The llama/qwen3/qwen3_moe forward over Ingot tensors (forward_dev.h): the same
  * network as llama.c's raw-pointer CPU path, written with ops only
- * (qget_rows, rms_norm, qmatmul, qmatmul_swiglu, qmatmul_rope_kv, rope_kv_write,
+ * (qget_rows, rms_norm, qmatmul, qmatmul_swiglu, qmatmul_rope_kv, rope_kv_attention,
  * attention_cached, swiglu, add; sparse MLPs: forward_moe.c) so it runs on any backend. Positions
  * live in device tensors, so the decode step replays from a captured graph. Few launches a layer:
  * q|k|v and gate|up are one product each (weights stacked at load), q/k/v and gate/up are views of
- * it, the q|k|v product, rope and the cache write are one op, and every linear goes through
- * dev_linear_ex (norm in, residual out). */
+ * it, rope, the cache write and attention are one op (block-quantised q|k|v: the product, rope and
+ * the cache write), and every linear goes through dev_linear_ex (norm in, residual out). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -219,31 +219,44 @@ static ingot_tensor *heads(const ingot_tensor *x, int64_t at, int64_t T, int64_t
   return ingot_view(ingot_narrow(x, 1, at, h * hd), 3, (int64_t[]){T, h, hd});
 }
 
-/* The roped q [T, heads, head_dim] of x [T, dim], its k and v rows written
- * into the layer's caches at pos: the stacked q|k|v product with rope and
- * the cache write in one op (on CUDA one launch for T = 1), or the norm,
- * three products and rope_kv_write. */
-static ingot_tensor *attn_q(const ingot_model_config *c, const dev_model *d, const dev_layer *L,
-                            const ingot_tensor *x, const ingot_tensor *pos, int64_t T,
-                            const ingot_rope_kv_options *ro) {
+int dev_float_dtype(int ggml_type) {
+  return ggml_type == INGOT_GGML_F32    ? INGOT_F32
+         : ggml_type == INGOT_GGML_F16  ? INGOT_F16
+         : ggml_type == INGOT_GGML_BF16 ? INGOT_BF16
+                                        : -1;
+}
+
+/* The attention output [T, heads, head_dim] of x [T, dim] at pos, its k and
+ * v rows written into the layer's caches. Stacked block-quantised q|k|v:
+ * qmatmul_rope_kv (product, rope and cache write: on CUDA one launch for
+ * T = 1), then attention_cached. Stacked float or f8 q|k|v: the normed
+ * product (one launch), then rope_kv_attention (rope, cache write and
+ * attention: on CUDA one launch for T = 1). Else the norm, three products
+ * and rope_kv_attention. */
+static ingot_tensor *attn_out(const ingot_model_config *c, const dev_model *d, const dev_layer *L,
+                              const ingot_tensor *x, const ingot_tensor *pos, int64_t T,
+                              const ingot_rope_kv_options *ro, double scale) {
   int64_t hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
-  if (L->qkv.scale) { /* f8 q|k|v: the normed product (one launch), then rope_kv_write */
-    ingot_tensor *qkv = dev_linear_ex(x, &L->qkv, L->attn_norm, c->rms_eps, NULL);
-    return ingot_rope_kv_write(heads(qkv, 0, T, nh, hd), heads(qkv, nh * hd, T, nkv, hd),
-                               heads(qkv, (nh + nkv) * hd, T, nkv, hd), pos, d->inv_freq, ro,
-                               L->k_cache, L->v_cache);
-  }
-  if (L->qkv.t) {
+  ingot_tensor *q, *k, *v;
+  if (L->qkv.t && !L->qkv.scale && dev_float_dtype(L->qkv.type) < 0) {
     ingot_qkv_rope_options o = {
         .norm = L->attn_norm, .eps = c->rms_eps, .rope = *ro, .arrivals = d->arrivals};
-    return ingot_qmatmul_rope_kv(x, L->qkv.t, L->qkv.type, L->qkv.cols, pos, d->inv_freq, &o,
-                                 L->k_cache, L->v_cache);
+    q = ingot_qmatmul_rope_kv(x, L->qkv.t, L->qkv.type, L->qkv.cols, pos, d->inv_freq, &o,
+                              L->k_cache, L->v_cache);
+    return ingot_attention_cached(q, L->k_cache, L->v_cache, pos, scale);
   }
-  ingot_tensor *xb = ingot_rms_norm(x, L->attn_norm, c->rms_eps);
-  ingot_tensor *q = heads(dev_linear(xb, &L->wq), 0, T, nh, hd);
-  ingot_tensor *k = heads(dev_linear(xb, &L->wk), 0, T, nkv, hd);
-  ingot_tensor *v = heads(dev_linear(xb, &L->wv), 0, T, nkv, hd);
-  return ingot_rope_kv_write(q, k, v, pos, d->inv_freq, ro, L->k_cache, L->v_cache);
+  if (L->qkv.t) { /* q, k, v: column views of the product */
+    ingot_tensor *qkv = dev_linear_ex(x, &L->qkv, L->attn_norm, c->rms_eps, NULL);
+    q = heads(qkv, 0, T, nh, hd);
+    k = heads(qkv, nh * hd, T, nkv, hd);
+    v = heads(qkv, (nh + nkv) * hd, T, nkv, hd);
+  } else {
+    ingot_tensor *xb = ingot_rms_norm(x, L->attn_norm, c->rms_eps);
+    q = heads(dev_linear(xb, &L->wq), 0, T, nh, hd);
+    k = heads(dev_linear(xb, &L->wk), 0, T, nkv, hd);
+    v = heads(dev_linear(xb, &L->wv), 0, T, nkv, hd);
+  }
+  return ingot_rope_kv_attention(q, k, v, pos, d->inv_freq, ro, L->k_cache, L->v_cache, scale);
 }
 
 /* x + the dense MLP of ffn_norm(x): one stacked gate|up product whose SwiGLU
@@ -278,8 +291,7 @@ static ingot_tensor *layers_forward(ingot_model *m, const ingot_tensor *ids,
     ingot_scope_begin(); /* a layer's temporaries go at its end */
     ro.q_norm = c->qk_norm ? L->q_norm : NULL;
     ro.k_norm = c->qk_norm ? L->k_norm : NULL;
-    ingot_tensor *q = attn_q(c, d, L, x, pos, T, &ro);
-    ingot_tensor *att = ingot_attention_cached(q, L->k_cache, L->v_cache, pos, scale);
+    ingot_tensor *att = attn_out(c, d, L, x, pos, T, &ro, scale);
     x = dev_linear_ex(ingot_view(att, 2, (int64_t[]){T, nh * hd}), &L->wo, NULL, 0, x);
     if (L->sparse) {
       x = dev_moe_forward(&L->moe, c, x, L->ffn_norm, eps);

@@ -62,6 +62,9 @@ bool dev_linear_upload(const struct qweight *w, ingot_device dev, dev_weight *ou
 void dev_weight_release(dev_weight *w);
 /* x [T, cols] times w^T: f32 [T, w rows]. */
 ingot_tensor *dev_linear(const ingot_tensor *x, const dev_weight *w);
+/* The tensor dtype of a float ggml type (F32, F16, BF16), or -1 for
+ * block-quantised ones. */
+int dev_float_dtype(int ggml_type);
 /* Layer `layer`'s expert block w uploaded to dev; an error names the layer
  * if the experts are not of one float type. */
 bool dev_moe_init(const struct moe_weights *w, const ingot_model_config *c, int layer,

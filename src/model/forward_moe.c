@@ -15,15 +15,6 @@
 #include "ingot/quant.h"
 #include "model_internal.h"
 
-/* The tensor dtype of a float ggml type, or -1 for block-quantised ones
- * (which ingot_moe_* cannot read). */
-static int float_dtype(int ggml_type) {
-  return ggml_type == INGOT_GGML_F32    ? INGOT_F32
-         : ggml_type == INGOT_GGML_F16  ? INGOT_F16
-         : ggml_type == INGOT_GGML_BF16 ? INGOT_BF16
-                                        : -1;
-}
-
 /* True if every expert of ws (parts x E) came from F8_E4M3 with row scales. */
 static bool all_f8(const qweight *const *ws, int parts, int64_t E) {
   for (int p = 0; p < parts; p++)
@@ -40,7 +31,7 @@ static ingot_tensor *pack_experts(const qweight *const *ws, int parts, int64_t E
                                   ingot_device dev, ingot_tensor **scale) {
   const qweight *w0 = &ws[0][0];
   bool f8 = all_f8(ws, parts, E);
-  int dt = f8 ? INGOT_F8E4M3FN : float_dtype(w0->type);
+  int dt = f8 ? INGOT_F8E4M3FN : dev_float_dtype(w0->type);
   for (int p = 0; p < parts; p++)
     for (int64_t e = 0; e < E; e++)
       if (ws[p][e].type != w0->type || ws[p][e].rows != w0->rows || ws[p][e].cols != w0->cols ||
@@ -104,7 +95,7 @@ void dev_moe_free(dev_moe *m) {
 /* The router's rows as a float tensor [E, dim] viewing its ggml rows, or NULL
  * (no error) when they are block-quantised or laid out otherwise. In scope. */
 static ingot_tensor *router_rows(const dev_weight *w) {
-  int dt = float_dtype(w->type);
+  int dt = dev_float_dtype(w->type);
   if (dt < 0 || w->t->ndim != 2 || w->t->shape[1] != w->cols * (int64_t)ingot_dtype_size(dt))
     return NULL;
   return tensor_view_as_dtype(w->t, (ingot_dtype)dt); /* uint8 [E, row bytes] as [E, dim] */
