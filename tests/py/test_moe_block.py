@@ -133,9 +133,13 @@ def test_errors_change_nothing():
 # ---- CUDA ----
 
 # E 2000: the routing warp (past the rank top-k's 1024); D 1024, I 1000: rows of
-# 1000 elements; E 60, D 200: uneven row and slice splits.
+# 1000 elements; E 60, D 200: uneven row and slice splits; E 300 and 200: the
+# ranks one thread a key and two lanes a key (E 128: four); D 5120: norm
+# weights past the ones loaded before the PDL wait, 39 output rows a block (3
+# groups of phase 1b).
 SHAPES = [(8, 2, 64, 32), (16, 4, 256, 96), (128, 8, 512, 64), (60, 6, 200, 40),
-          (4, 4, 1024, 1000), (2000, 8, 64, 32)]
+          (4, 4, 1024, 1000), (2000, 8, 64, 32), (300, 8, 64, 32), (200, 6, 64, 32),
+          (8, 2, 5120, 16)]
 
 
 def cuda_case(E, k, D, I, wdt, rdt, renorm, mode, monkeypatch, T=1):
