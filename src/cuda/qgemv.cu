@@ -212,20 +212,14 @@ ingot_status launch_add_res(float *y, const float *res, int64_t n, cudaStream_t 
       "qmatmul residual kernel");
 }
 
-// y [M, N] = x [M, K] . deq(W)^T for M > 8: W dequantised into f32 scratch,
-// then the MATMUL kernel of this backend on [1, M, K] x [1, K, N] views.
-ingot_status qmatmul_prefill(ingot_tensor *x, ingot_tensor *w, int type, int64_t k, ingot_tensor *y,
-                             cudaStream_t s) {
-  const int64_t m = ingot_shape(x)[0], n = ingot_shape(w)[0];
-  bool done = false;  // many rows: bf16 tensor cores (qmatmul_prefill.cu)
-  ingot_status st = cuda_qmatmul_prefill_bf16(x, w, type, k, y, s, &done);
-  if (st || done) return st;
-  const int64_t dshape[3] = {1, n, k}, xshape[3] = {1, m, k}, yshape[3] = {1, m, n};
-  ingot_tensor *deq = ingot_empty(3, dshape, INGOT_F32, ingot_device_of(w));
-  if (!deq) return ingot_last_status();
-  st = cuda_check(launch_get_rows(type, (const uint8_t *)ingot_tensor_data(w), ingot_shape(w)[1], n,
-                                  nullptr, n, k, (float *)ingot_tensor_data(deq), s),
-                  "qmatmul dequantise kernel");
+// y [M, N] = x [M, K] . deq^T with deq f32 [1, N, K] (the dequantised W,
+// released here: stream-ordered, the cache reuses it only after this
+// stream's work) by this backend's MATMUL kernel on [1, M, K] x [1, K, N]
+// views; st: the dequantising launch's status (nothing runs when set).
+ingot_status matmul_dequantised(ingot_tensor *x, ingot_tensor *deq, ingot_tensor *y,
+                                ingot_status st) {
+  const int64_t m = ingot_shape(x)[0], n = ingot_shape(deq)[1], k = ingot_shape(deq)[2];
+  const int64_t xshape[3] = {1, m, k}, yshape[3] = {1, m, n};
   ingot_op_args mm = {};
   mm.op = INGOT_OP_MATMUL, mm.nin = 2, mm.nout = 1;
   mm.in[0] = st ? nullptr : ingot_view(x, 3, xshape);
@@ -236,8 +230,25 @@ ingot_status qmatmul_prefill(ingot_tensor *x, ingot_tensor *w, int type, int64_t
   ingot_release(mm.in[0]);
   ingot_release(mm.in[1]);
   ingot_release(mm.out[0]);
-  ingot_release(deq);  // stream-ordered: the cache reuses it only after this stream's work
+  ingot_release(deq);
   return st;
+}
+
+// y [M, N] = x [M, K] . deq(W)^T for M > 8: W dequantised into f32 scratch,
+// then matmul_dequantised.
+ingot_status qmatmul_prefill(ingot_tensor *x, ingot_tensor *w, int type, int64_t k, ingot_tensor *y,
+                             cudaStream_t s) {
+  const int64_t n = ingot_shape(w)[0];
+  bool done = false;  // many rows: bf16 tensor cores (qmatmul_prefill.cu)
+  ingot_status st = cuda_qmatmul_prefill_bf16(x, w, type, k, y, s, &done);
+  if (st || done) return st;
+  const int64_t dshape[3] = {1, n, k};
+  ingot_tensor *deq = ingot_empty(3, dshape, INGOT_F32, ingot_device_of(w));
+  if (!deq) return ingot_last_status();
+  st = cuda_check(launch_get_rows(type, (const uint8_t *)ingot_tensor_data(w), ingot_shape(w)[1], n,
+                                  nullptr, n, k, (float *)ingot_tensor_data(deq), s),
+                  "qmatmul dequantise kernel");
+  return matmul_dequantised(x, deq, y, st);
 }
 
 // QMATMUL's f8 form beyond the GEMV: x [M, K] (normed already) . (W * scale)^T
@@ -246,7 +257,7 @@ ingot_status qmatmul_prefill(ingot_tensor *x, ingot_tensor *w, int type, int64_t
 ingot_status qmatmul_f8_dequant(ingot_tensor *x, ingot_tensor *w, ingot_tensor *scale, int64_t k,
                                 ingot_tensor *y, const float *rp, cudaStream_t s) {
   const int64_t m = ingot_shape(x)[0], n = ingot_shape(w)[0];
-  const int64_t dshape[3] = {1, n, k}, xshape[3] = {1, m, k}, yshape[3] = {1, m, n};
+  const int64_t dshape[3] = {1, n, k};
   ingot_tensor *deq = ingot_empty(3, dshape, INGOT_F32, ingot_device_of(w));
   if (!deq) return ingot_last_status();
   ingot_status st = cuda_check(
@@ -254,17 +265,7 @@ ingot_status qmatmul_f8_dequant(ingot_tensor *x, ingot_tensor *w, ingot_tensor *
                  (const uint8_t *)ingot_tensor_data(w), ingot_shape(w)[1],
                  (const float *)ingot_tensor_data(scale), n, k, (float *)ingot_tensor_data(deq)),
       "f8matmul dequantise kernel");
-  ingot_op_args mm = {};
-  mm.op = INGOT_OP_MATMUL, mm.nin = 2, mm.nout = 1;
-  mm.in[0] = st ? nullptr : ingot_view(x, 3, xshape);
-  mm.in[1] = st ? nullptr : ingot_transpose(deq, 1, 2);
-  mm.out[0] = st ? nullptr : ingot_view(y, 3, yshape);
-  if (!st && (!mm.in[0] || !mm.in[1] || !mm.out[0])) st = ingot_last_status();
-  if (!st) st = ingot_backend_get(ingot_device_of(y).kind)->kernels[INGOT_OP_MATMUL](&mm);
-  ingot_release(mm.in[0]);
-  ingot_release(mm.in[1]);
-  ingot_release(mm.out[0]);
-  ingot_release(deq);  // stream-ordered: the cache reuses it only after this stream's work
+  st = matmul_dequantised(x, deq, y, st);
   if (!st && rp) st = launch_add_res((float *)ingot_tensor_data(y), rp, m * n, s);
   return st;
 }

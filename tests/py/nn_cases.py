@@ -80,6 +80,33 @@ def fused_ref(x, w64, norm, eps, res):
     return ref, mag
 
 
+def opt(a, f):
+    """f(a), or None for an absent optional operand."""
+    return None if a is None else f(a)
+
+
+def check_fused_ref(y, x, w64, norm, eps, res):
+    """A fused product y (CPU) against fused_ref: |y - ref| <= 3e-5 * mag + 1e-6."""
+    ref, mag = fused_ref(x, w64, norm, eps, res)
+    assert y.shape == ref.shape and y.dtype == np.float32
+    err = np.abs(y.astype(np.float64) - ref)
+    bound = 3e-5 * mag + 1e-6
+    assert np.all(err <= bound), f"max err {err.max()} (bound {bound.ravel()[err.argmax()]})"
+
+
+def check_fused_pair(got, want, x, w64, norm, eps, res, rel):
+    """A device result against the CPU's: NaNs in the same places, |got -
+    want| <= rel * mag + 1e-6 (mag from fused_ref)."""
+    assert got.shape == want.shape and got.dtype == np.float32
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    _, mag = fused_ref(x, w64, norm, eps, res)
+    err = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    err[np.isnan(err)] = 0
+    bound = rel * mag + 1e-6
+    at = np.unravel_index(err.argmax(), err.shape)
+    assert np.all(err <= bound), f"max err {err.max()} at {at} (bound {bound[at]})"
+
+
 def f8table(rows, cols, rng, extra=0):
     """(bytes uint8 [rows, cols + extra], scale f32 [rows], float64 W [rows,
     cols] = f8 value * scale): f8e4m3fn rows of random normals (magnitudes up

@@ -18,17 +18,13 @@ import pytest
 
 from cuda_diff import CUDA, needs_cuda
 from ingot_ctypes import call, lib, tensor, to_numpy
-from nn_cases import f8table, fused_ref, seed, swiglu_ref
+from nn_cases import check_fused_pair, f8table, opt, seed, swiglu_ref
 
 pytestmark = needs_cuda
 
 
 def dev(a):
     return call("ingot_to", tensor(a), CUDA)
-
-
-def opt(a, f):
-    return None if a is None else f(a)
 
 
 def both(wq, scale, k, x, norm, res, extra, rng, eps=1e-5):
@@ -42,14 +38,7 @@ def both(wq, scale, k, x, norm, res, extra, rng, eps=1e-5):
 
 
 def check_close(got, want, x, w64, norm, eps, res):
-    assert got.shape == want.shape and got.dtype == np.float32
-    assert np.array_equal(np.isnan(got), np.isnan(want))
-    _, mag = fused_ref(x, w64, norm, eps, res)
-    err = np.abs(got.astype(np.float64) - want.astype(np.float64))
-    err[np.isnan(err)] = 0
-    bound = 2e-5 * mag + 1e-6
-    at = np.unravel_index(err.argmax(), err.shape)
-    assert np.all(err <= bound), f"max err {err.max()} at {at} (bound {bound[at]})"
+    check_fused_pair(got, want, x, w64, norm, eps, res, 2e-5)
 
 
 @pytest.mark.parametrize("m", [1, 2, 3, 5, 8, 9, 12, 33, 70])

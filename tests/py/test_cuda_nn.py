@@ -39,7 +39,8 @@ import pytest
 
 from cuda_diff import CUDA, diff, needs_cuda
 from ingot_ctypes import D, P, call, lib, sig, strided, tensor, to_numpy
-from nn_cases import FLOATS, QTYPES, fused_ref, pad16, pad_rows, qcase_special, qtable, seed
+from nn_cases import (FLOATS, QTYPES, check_fused_pair, opt, pad16, pad_rows, qcase_special,
+                      qtable, seed)
 from test_quant import TYPES, random_blocks
 
 pytestmark = needs_cuda
@@ -197,7 +198,6 @@ def capture_replays(forward, slots, rng, check, replays=2):
 
 def swiglu_both(wq, wd, tid, cols, gu, res, gud=None):
     """qmatmul_swiglu on the CPU (unpadded W) and on CUDA (wd); h for the bound."""
-    opt = lambda a, f: None if a is None else f(a)  # noqa: E731
     want = to_numpy(call("ingot_qmatmul_swiglu", tensor(gu), tensor(wq), tid, cols,
                          opt(res, tensor)))
     got = to_numpy(call("ingot_qmatmul_swiglu", gud if gud is not None else dev(gu), wd, tid, cols,
@@ -301,7 +301,6 @@ def test_qmatmul_padded_lm_head(name, k):
 
 def fused_both(wq, wd, tid, cols, x, norm, res, eps=1e-5, xd=None):
     """qmatmul_fused on the CPU (unpadded W) and on CUDA (wd)."""
-    opt = lambda a, f: None if a is None else f(a)  # noqa: E731
     want = to_numpy(call("ingot_qmatmul_fused", tensor(x), tensor(wq), tid, cols,
                          opt(norm, tensor), eps, opt(res, tensor)))
     got = to_numpy(call("ingot_qmatmul_fused", xd if xd is not None else dev(x), wd, tid, cols,
@@ -310,14 +309,7 @@ def fused_both(wq, wd, tid, cols, x, norm, res, eps=1e-5, xd=None):
 
 
 def check_fused_close(got, want, x, w64, norm, eps, res):
-    assert got.shape == want.shape and got.dtype == np.float32
-    assert np.array_equal(np.isnan(got), np.isnan(want))
-    _, mag = fused_ref(x, w64, norm, eps, res)
-    err = np.abs(got.astype(np.float64) - want.astype(np.float64))
-    err[np.isnan(err)] = 0
-    bound = rel_bound(x.shape[0]) * mag + 1e-6
-    at = np.unravel_index(err.argmax(), err.shape)
-    assert np.all(err <= bound), f"max err {err.max()} at {at} (bound {bound[at]})"
+    check_fused_pair(got, want, x, w64, norm, eps, res, rel_bound(x.shape[0]))
 
 
 @pytest.mark.parametrize("name", QTYPES)

@@ -13,21 +13,9 @@ import numpy as np
 import pytest
 
 from ingot_ctypes import call, strided, tensor, to_numpy
-from nn_cases import f8table, fused_ref, seed, swiglu_ref
+from nn_cases import check_fused_ref, f8table, opt, seed, swiglu_ref
 
 MS = [1, 2, 5, 8, 9, 33]
-
-
-def opt(a, f=tensor):
-    return None if a is None else f(a)
-
-
-def check(y, x, w64, norm, eps, res):
-    ref, mag = fused_ref(x, w64, norm, eps, res)
-    assert y.shape == ref.shape and y.dtype == np.float32
-    err = np.abs(y.astype(np.float64) - ref)
-    bound = 3e-5 * mag + 1e-6
-    assert np.all(err <= bound), f"max err {err.max()} (bound {bound.ravel()[err.argmax()]})"
 
 
 @pytest.mark.parametrize("m", MS)
@@ -41,9 +29,9 @@ def test_f8matmul_fused(m, k, use_norm, use_res):
     x = (rng.standard_normal((m, k)) * 3).astype(np.float32)
     norm = rng.standard_normal(k).astype(np.float32) if use_norm else None
     res = (rng.standard_normal((m, n)) * 10).astype(np.float32) if use_res else None
-    y = to_numpy(call("ingot_f8matmul_fused", tensor(x), tensor(wq), tensor(scale), k, opt(norm),
-                      1e-5, opt(res)))
-    check(y, x, w64, norm, 1e-5, res)
+    y = to_numpy(call("ingot_f8matmul_fused", tensor(x), tensor(wq), tensor(scale), k,
+                      opt(norm, tensor), 1e-5, opt(res, tensor)))
+    check_fused_ref(y, x, w64, norm, 1e-5, res)
 
 
 @pytest.mark.parametrize("m", [1, 8, 33])
@@ -56,7 +44,7 @@ def test_f8matmul_padded_rows_and_strided_x(m):
     x = rng.standard_normal((m, k)).astype(np.float32)
     want = to_numpy(call("ingot_f8matmul_fused", tensor(x), tensor(wq), tensor(scale), k, None,
                          0.0, None))
-    check(want, x, w64, None, 0.0, None)
+    check_fused_ref(want, x, w64, None, 0.0, None)
     for extra in (-k % 16, -k % 16 + 7):
         wp = np.concatenate([wq, rng.integers(0, 256, (n, extra), dtype=np.uint8)], axis=1)
         y = to_numpy(call("ingot_f8matmul_fused", strided(x), tensor(wp), tensor(scale), k, None,
@@ -73,8 +61,8 @@ def test_f8matmul_swiglu(m, use_res):
     gu = rng.standard_normal((m, 2 * k)).astype(np.float32)
     res = rng.standard_normal((m, n)).astype(np.float32) if use_res else None
     y = to_numpy(call("ingot_f8matmul_swiglu", tensor(gu), tensor(wq), tensor(scale), k,
-                      opt(res)))
-    check(y, swiglu_ref(gu[:, :k], gu[:, k:]), w64, None, 0.0, res)
+                      opt(res, tensor)))
+    check_fused_ref(y, swiglu_ref(gu[:, :k], gu[:, k:]), w64, None, 0.0, res)
 
 
 def test_f8matmul_special_values():

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from ingot_ctypes import IngotError, call, strided, tensor, to_numpy
-from nn_cases import (FLOATS, QTYPES, fused_ref, pad16, pad_rows, qcase_special, qtable,
+from nn_cases import (FLOATS, QTYPES, check_fused_ref, pad16, pad_rows, qcase_special, qtable,
                       rms_norm_ref, seed, swiglu_ref)
 
 MS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 33]
@@ -83,14 +83,6 @@ def test_qmatmul_padded_rows(name, m):
     check_qmatmul(want, x, w64)
 
 
-def check_fused(y, x, w64, norm, eps, res):
-    ref, mag = fused_ref(x, w64, norm, eps, res)
-    assert y.shape == ref.shape and y.dtype == np.float32
-    err = np.abs(y.astype(np.float64) - ref)
-    bound = 3e-5 * mag + 1e-6
-    assert np.all(err <= bound), f"max err {err.max()} (bound {bound.ravel()[err.argmax()]})"
-
-
 @pytest.mark.parametrize("name", QTYPES)
 @pytest.mark.parametrize("m", [1, 3, 8, 12])
 @pytest.mark.parametrize("use_norm,use_res", [(True, False), (False, True), (True, True)])
@@ -104,7 +96,7 @@ def test_qmatmul_fused(name, m, use_norm, use_res):
     y = to_numpy(call("ingot_qmatmul_fused", tensor(x), tensor(wq), tid, cols,
                       None if norm is None else tensor(norm), 1e-5,
                       None if res is None else tensor(res)))
-    check_fused(y, x, w64, norm, 1e-5, res)
+    check_fused_ref(y, x, w64, norm, 1e-5, res)
 
 
 def test_qmatmul_fused_none_is_qmatmul():
@@ -135,7 +127,7 @@ def test_qmatmul_fused_special_and_strided():
     assert np.isposinf(y[2, 4]) and np.isnan(y[2, 6])
     keep = np.ones(9, bool)
     keep[[4, 6]] = False
-    check_fused(y[2:, keep], x[2:], w64[keep], norm, 1e-6, res[2:, keep])
+    check_fused_ref(y[2:, keep], x[2:], w64[keep], norm, 1e-6, res[2:, keep])
 
 
 def test_qmatmul_fused_empty():
@@ -157,7 +149,7 @@ def test_qmatmul_swiglu(name, m, use_res):
     res = (rng.standard_normal((m, 21)) * 10).astype(np.float32) if use_res else None
     y = to_numpy(call("ingot_qmatmul_swiglu", tensor(gu), tensor(wq), tid, cols,
                       None if res is None else tensor(res)))
-    check_fused(y, swiglu_ref(gu[:, :cols], gu[:, cols:]), w64, None, 0.0, res)
+    check_fused_ref(y, swiglu_ref(gu[:, :cols], gu[:, cols:]), w64, None, 0.0, res)
 
 
 def test_qmatmul_swiglu_is_swiglu_then_product():
