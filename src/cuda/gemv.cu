@@ -51,6 +51,7 @@
 // No host sync; launches on the output's current stream (graph-capturable).
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <atomic>
@@ -661,6 +662,14 @@ ingot_status launch_xc(GemvParams &p, int dev, cudaStream_t s, bool *used) {
 // better (as gemv1).
 template <class WT>
 ingot_status launch_x(GemvParams &p, int dev, cudaStream_t s, bool *used) {
+  // A/B (measure on the H200, then keep one): INGOT_GEMVX_FILL=1 gives rows of
+  // at most 128 chunks (f8 k <= 2048, 16-bit k <= 1024) 4 columns a tile, so
+  // a tile is one step of 16 loads a lane with none past the row (C = 2 uses
+  // half its U = 8 slots there, and 448 of 2112 warps take a second tile at
+  // Qwen3-30B-A3B's f8 q|k|v: two latencies).
+  const char *fill = getenv("INGOT_GEMVX_FILL");
+  if (p.rows <= 1 && p.nch <= 128 && fill && atoi(fill) == 1)
+    return launch_xc<WT, 1, 4>(p, dev, s, used);
   if (p.rows <= 1)
     return p.nch <= 256 ? launch_xc<WT, 1, 2>(p, dev, s, used)
                         : launch_xc<WT, 1, 1>(p, dev, s, used);

@@ -155,3 +155,18 @@ def test_f8matmul_graph_capture():
     finally:
         out = None
         lib.ingot_graph_destroy(g)
+
+
+@pytest.mark.parametrize("n,k", [(5120, 2048), (67, 256), (1001, 2048), (130, 16)])
+def test_f8matmul_fill_tiles(monkeypatch, n, k):
+    """INGOT_GEMVX_FILL=1: one-row GEMVs with rows of at most 128 chunks take
+    4 columns a warp tile (n not a multiple of 4: the last tile's columns past
+    n are never stored); the same bound against the CPU, norm and res on."""
+    monkeypatch.setenv("INGOT_GEMVX_FILL", "1")
+    rng = np.random.default_rng(seed("cf8fill", n, k))
+    wq, scale, w64 = f8table(n, k, rng)
+    x = rng.standard_normal((1, k)).astype(np.float32)
+    norm = rng.standard_normal(k).astype(np.float32)
+    res = rng.standard_normal((1, n)).astype(np.float32)
+    got, want = both(wq, scale, k, x, norm, res, 0, rng)
+    check_close(got, want, x, w64, norm, 1e-5, res)

@@ -118,6 +118,20 @@ def test_qmatmul_decode_shape(name):
         check_close(got, want, x, wabs)
 
 
+@pytest.mark.parametrize("name", ["F32", "BF16", "F16"])
+@pytest.mark.parametrize("n,k", [(1030, 1024), (67, 64), (3, 256)])
+def test_qmatmul_fill_tiles(monkeypatch, name, n, k):
+    """INGOT_GEMVX_FILL=1: a one-row product of float rows of at most 128
+    16-byte chunks takes 4 columns a warp tile (n % 4 != 0: the last tile
+    stores only its live columns)."""
+    monkeypatch.setenv("INGOT_GEMVX_FILL", "1")
+    rng = np.random.default_rng(seed(name, n, k, 7))
+    tid, wq = weights_fast(name, n, k, rng)
+    x = rng.standard_normal((1, k)).astype(np.float32)
+    got, want = both(wq, tid, k, x)
+    check_close(got, want, x, abs_deq(tid, wq, k))
+
+
 @pytest.mark.parametrize("name,n,k,ms", [("Q4_1", 49152, 576, [1, 8, 9, 40]),
                                           ("Q8_0", 1536, 576, [1, 5, 64]),
                                           ("Q4_K", 1024, 14336, [1, 4, 17]),
