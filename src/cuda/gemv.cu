@@ -95,7 +95,9 @@ struct GemvParams {
   bool xvec;          // gemvx_kernel: every f32 X row start is 16-byte aligned (float4 loads)
   const float *norm;  // gemvx_kernel: NULL, or RMS norm weight [k] applied to X first
   float eps;
-  bool w_early;  // W loaded before pdl_wait: immutable (QMATMUL) or no PDL launch
+  bool w_early;    // W loaded before pdl_wait: immutable (QMATMUL) or no PDL launch
+  bool epi_early;  // gemvx_kernel (A/B, INGOT_GEMVX_EPI=1): a tile's epilogue operands loaded
+                   // with its weights, not after its sums
 };
 
 __device__ __forceinline__ float load_f(const void *p, int dt, int64_t i) {
@@ -119,6 +121,39 @@ __device__ __forceinline__ void store_out(const GemvParams &p, int r, int64_t j,
   if (p.sa) v *= p.sa[r * p.sa_s];
   if (p.sb) v *= p.sb[j * p.sb_s];
   if (p.bias) v += load_f(p.bias, p.bias_dt, r * p.bias_sr + j * p.bias_sj);
+  int64_t o = r * p.m + j;
+  switch (p.out_dt) {
+    case INGOT_F32:
+      static_cast<float *>(p.out)[o] = v;
+      break;
+    case INGOT_BF16:
+      static_cast<bf16_t *>(p.out)[o] = from_acc<bf16_t>(v);
+      break;
+    case INGOT_F16:
+      static_cast<f16_t *>(p.out)[o] = from_acc<f16_t>(v);
+      break;
+    default:
+      break;
+  }
+}
+
+// store_out's operands of output (r, j) (1, 1, 0 when absent), loaded ahead.
+struct Epi {
+  float sa, sb, bias;
+};
+__device__ __forceinline__ Epi load_epi(const GemvParams &p, int r, int64_t j) {
+  Epi e{1.f, 1.f, 0.f};
+  if (p.sa) e.sa = p.sa[r * p.sa_s];
+  if (p.sb) e.sb = p.sb[j * p.sb_s];
+  if (p.bias) e.bias = load_f(p.bias, p.bias_dt, r * p.bias_sr + j * p.bias_sj);
+  return e;
+}
+// store_out with operands loaded by load_epi (the same roundings, in order).
+__device__ __forceinline__ void store_out_epi(const GemvParams &p, int r, int64_t j, float v,
+                                              const Epi &e) {
+  if (p.sa) v *= e.sa;
+  if (p.sb) v *= e.sb;
+  if (p.bias) v += e.bias;
   int64_t o = r * p.m + j;
   switch (p.out_dt) {
     case INGOT_F32:
@@ -492,6 +527,14 @@ __global__ void __launch_bounds__(kThreads, C *R <= 8 ? 2 : 1) gemvx_kernel(Gemv
   int64_t tile = (int64_t)blockIdx.x * kWarps + warp, s0 = 0;
   uint4 wv[U][C];
   first_step_and_wait<WT, U, C>(p, wv, tile, tiles, lane);  // hides the staging
+  // This lane's output of the tile (lane = cc * R + r) and its epilogue
+  // operands, loaded with the tile's weights (epi_early; after the wait:
+  // bias may come from the kernel before).
+  const int ecc = lane / R, er = lane % R;
+  const bool elane = lane < C * R && er < p.rows;
+  Epi epi{1.f, 1.f, 0.f};
+  if (p.epi_early && elane && tile < tiles && tile * C + ecc < m)
+    epi = load_epi(p, er, tile * C + ecc);
   stage_xf<VEC, R>(p, xs, inv);  // the only barriers: every thread reaches them once
 
   float acc[C][R];
@@ -517,13 +560,23 @@ __global__ void __launch_bounds__(kThreads, C *R <= 8 ? 2 : 1) gemvx_kernel(Gemv
           float v = acc[cc][r];
 #pragma unroll
           for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-          if (lane == cc * R + r && r < p.rows && j0 + cc < m) store_out(p, r, j0 + cc, v);
+          if (lane == cc * R + r && r < p.rows && j0 + cc < m) {
+            if (p.epi_early)
+              store_out_epi(p, r, j0 + cc, v, epi);
+            else
+              store_out(p, r, j0 + cc, v);
+          }
           acc[cc][r] = 0.f;
         }
       tile += nwarps;
       s0 = 0;
+      if (tile < tiles) {
+        load_step<U, C>(wv, w, ldc, m, nch, tile * C, lane);
+        if (p.epi_early && elane && tile * C + ecc < m) epi = load_epi(p, er, tile * C + ecc);
+      }
+      continue;
     }
-    if (tile < tiles) load_step<U, C>(wv, w, ldc, m, nch, tile * C, s0 + lane);
+    load_step<U, C>(wv, w, ldc, m, nch, tile * C, s0 + lane);  // the tile's next step
   }
 }
 
@@ -648,6 +701,8 @@ ingot_status launch_1(GemvParams &p, int dev, cudaStream_t s, bool *used) {
 template <class WT, int R, int C>
 ingot_status launch_xc(GemvParams &p, int dev, cudaStream_t s, bool *used) {
   const size_t smem = (size_t)R * p.nch * Wfmt<WT>::VEC * sizeof(float);
+  const char *epi = getenv("INGOT_GEMVX_EPI");  // A/B, read per call
+  p.epi_early = epi && atoi(epi) == 1;
   auto kern = gemvx_kernel<WT, R, C>;
   ingot_status st = allow_smem(kern, smem, "gemvx smem attribute");
   if (st) return st;

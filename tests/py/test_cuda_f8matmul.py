@@ -170,3 +170,24 @@ def test_f8matmul_fill_tiles(monkeypatch, n, k):
     res = rng.standard_normal((1, n)).astype(np.float32)
     got, want = both(wq, scale, k, x, norm, res, 0, rng)
     check_close(got, want, x, w64, norm, 1e-5, res)
+
+
+@pytest.mark.parametrize("fill", ["0", "1"])
+@pytest.mark.parametrize("m", [1, 2, 3, 8])
+@pytest.mark.parametrize("n,k", [(5120, 2048), (67, 256), (2048, 4096)])
+def test_f8matmul_epilogue_early(monkeypatch, fill, m, n, k):
+    """INGOT_GEMVX_EPI=1: gemvx loads a tile's scale and residual with its
+    weights (the same roundings: the same bound against the CPU, and the
+    same bits as without the switch)."""
+    monkeypatch.setenv("INGOT_GEMVX_FILL", fill)
+    rng = np.random.default_rng(seed("cf8epi", fill, m, n, k))
+    wq, scale, w64 = f8table(n, k, rng)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    norm = rng.standard_normal(k).astype(np.float32)
+    res = rng.standard_normal((m, n)).astype(np.float32)
+    monkeypatch.setenv("INGOT_GEMVX_EPI", "0")
+    plain, _ = both(wq, scale, k, x, norm, res, 0, rng)
+    monkeypatch.setenv("INGOT_GEMVX_EPI", "1")
+    got, want = both(wq, scale, k, x, norm, res, 0, rng)
+    check_close(got, want, x, w64, norm, 1e-5, res)
+    np.testing.assert_array_equal(got, plain)
