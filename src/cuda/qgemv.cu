@@ -201,8 +201,10 @@ cudaError_t launch_gemv_smem_t(const uint8_t *w, int64_t rs, const float *x, int
   *launched = plan_smem(TYPE, w, rs, x, k, n, m, &p);
   if (!*launched) return cudaSuccess;
   cudaError_t e;
+  const char *re = getenv("INGOT_QGEMV_RES_EARLY");  // A/B, read per call
+  const bool res_early = re && atoi(re) == 1;
   QGEMV_BY_M(e, m, qgemv_smem_kernel, p.blocks, p.threads, (size_t)p.smem, s, w, rs, x, (int)k, n,
-             m, y, res, norm, eps, p.lpr, p.rw, p.xvec, glu);
+             m, y, res, norm, eps, p.lpr, p.rw, p.xvec, glu, res_early);
   return e;
 }
 

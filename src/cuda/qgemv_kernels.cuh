@@ -85,6 +85,19 @@ __device__ __forceinline__ void store_rows(const float (*acc)[R], int64_t row0, 
       }
 }
 
+// An L1 prefetch of res at this lane's rows row0 + c (c < C, below end) of
+// the m rows of x: store_rows' loads then hit L1 (no registers held).
+template <int R, int C>
+__device__ __forceinline__ void prefetch_res(int64_t row0, int64_t end, int64_t n, int m,
+                                             const float *__restrict__ res) {
+#pragma unroll
+  for (int c = 0; c < C; c++)
+#pragma unroll
+    for (int r = 0; r < R; r++)
+      if (r < m && row0 + c < end)
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(res + r * n + row0 + c));
+}
+
 // x and W from global memory (any alignment): the path for rows that are
 // not 16-byte aligned and for x or rows too large for the shared-memory
 // kernel below. res (may be NULL): added in the epilogue.
@@ -251,7 +264,8 @@ __device__ __forceinline__ void smem_gemv(const uint8_t *__restrict__ w, int64_t
                                           const float *__restrict__ x, int k, int64_t n, int m,
                                           float *__restrict__ y, const float *__restrict__ res,
                                           const float *__restrict__ norm, float eps, int lpr,
-                                          int rw, bool xvec, bool glu, const Epi &epi) {
+                                          int rw, bool xvec, bool glu, const Epi &epi,
+                                          bool res_early = false) {
   constexpr int C = kRowsPerGroup;
   extern __shared__ int4 smem_raw[];
   const int units = (k + ggml::kUnit - 1) / ggml::kUnit, xstride = units * kXSkew;
@@ -269,6 +283,12 @@ __device__ __forceinline__ void smem_gemv(const uint8_t *__restrict__ w, int64_t
   if (task < ntask) load_task(w, rs, task * rw, min((int64_t)rw, n - task * rw), lane, pre);
   pdl_wait();
   pdl_launch_dependents();
+  // res_early (A/B, INGOT_QGEMV_RES_EARLY=1): L1 prefetches of the task's
+  // residuals before its sums (res comes from an earlier kernel: after the
+  // wait), so store_rows' loads need not make the round trip at the end.
+  const bool pre_res = res_early && res;
+  if (pre_res && task < ntask && sub == 0)
+    prefetch_res<R, C>(task * rw + grp * C, min(task * rw + rw, n), n, m, res);
   stage_x(x, m, k, xvec, glu, norm, eps, xs, inv);
   // The loop bound is uniform over the warp: every lane reaches the shuffles.
   for (; task < ntask; task += step) {
@@ -277,6 +297,8 @@ __device__ __forceinline__ void smem_gemv(const uint8_t *__restrict__ w, int64_t
     __syncwarp();
     const int64_t next = task + step;
     if (next < ntask) load_task(w, rs, next * rw, min((int64_t)rw, n - next * rw), lane, pre);
+    if (pre_res && next < ntask && sub == 0)
+      prefetch_res<R, C>(next * rw + grp * C, min(next * rw + rw, n), n, m, res);
     float acc[C][R];
 #pragma unroll
     for (int c = 0; c < C; c++)
@@ -312,8 +334,9 @@ __global__ void __launch_bounds__(kSmemMaxThreads, smem_blocks_per_sm(TYPE, R))
     qgemv_smem_kernel(const uint8_t *__restrict__ w, int64_t rs, const float *__restrict__ x, int k,
                       int64_t n, int m, float *__restrict__ y, const float *__restrict__ res,
                       const float *__restrict__ norm, float eps, int lpr, int rw, bool xvec,
-                      bool glu) {
-  smem_gemv<TYPE, R>(w, rs, x, k, n, m, y, res, norm, eps, lpr, rw, xvec, glu, NoEpilogue());
+                      bool glu, bool res_early) {
+  smem_gemv<TYPE, R>(w, rs, x, k, n, m, y, res, norm, eps, lpr, rw, xvec, glu, NoEpilogue(),
+                     res_early);
 }
 
 // y += res over n elements (the residual of the paths that compose kernels).

@@ -352,6 +352,29 @@ def test_qmatmul_fused(name, use_norm, use_res, padded):
         check_fused_close(got, want, x, w64, norm, 1e-5, res)
 
 
+@pytest.mark.parametrize("name,n,k", [("Q4_1", 67, 96), ("Q4_1", 576, 576), ("Q4_1", 1001, 1536),
+                                      ("Q8_0", 576, 576), ("Q5_1", 130, 64), ("Q4_K", 1001, 1536),
+                                      ("Q6_K", 576, 1536), ("F16", 67, 96), ("BF16", 576, 576)])
+def test_qmatmul_fused_res_early(monkeypatch, name, n, k):
+    """INGOT_QGEMV_RES_EARLY=1: the shared-memory GEMV prefetches its tasks'
+    residuals into L1 before the sums; the same bits as without the switch,
+    and the CPU bound, M = 1..8, padded rows."""
+    rng = np.random.default_rng(seed(name, n, k, "researly"))
+    tid, wq = weights_fast(name, n, k, rng)
+    w64 = to_numpy(call("ingot_qget_rows", tensor(wq), tid, k,
+                        tensor(np.arange(n, dtype=np.int64)))).astype(np.float64)
+    wd = dev(pad_rows(wq, pad16(wq.shape[1]), rng))
+    for m in (1, 2, 3, 8):
+        x = rng.standard_normal((m, k)).astype(np.float32)
+        res = rng.standard_normal((m, n)).astype(np.float32)
+        monkeypatch.setenv("INGOT_QGEMV_RES_EARLY", "0")
+        plain, _ = fused_both(wq, wd, tid, k, x, None, res)
+        monkeypatch.setenv("INGOT_QGEMV_RES_EARLY", "1")
+        got, want = fused_both(wq, wd, tid, k, x, None, res)
+        check_fused_close(got, want, x, w64, None, 1e-5, res)
+        np.testing.assert_array_equal(got, plain)
+
+
 @pytest.mark.parametrize("name,n,k,ms", [("Q4_1", 1536, 576, [1, 4, 8]),
                                           ("Q4_1", 576, 1536, [1, 4, 8]),
                                           ("Q8_0", 49152, 576, [1, 2]),
