@@ -144,3 +144,18 @@ def test_f8matmul_graph_capture():
     finally:
         out = None
         lib.ingot_graph_destroy(g)
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 8])
+@pytest.mark.parametrize("n,k", [(5120, 2048), (67, 256), (1001, 2048), (130, 16), (2048, 4096)])
+def test_f8matmul_epilogue(m, n, k):
+    """Row scales and residual in the epilogue (one-row products load them
+    with the tile's weights; n % tile != 0: the last tile's columns past n
+    are neither loaded nor stored): the CPU bound, norm on."""
+    rng = np.random.default_rng(seed("cf8epi", m, n, k))
+    wq, scale, w64 = f8table(n, k, rng)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    norm = rng.standard_normal(k).astype(np.float32)
+    res = rng.standard_normal((m, n)).astype(np.float32)
+    got, want = both(wq, scale, k, x, norm, res, 0, rng)
+    check_close(got, want, x, w64, norm, 1e-5, res)
