@@ -39,6 +39,11 @@
 // each staged float4 serves C columns); an optional RMS norm is applied to the
 // staged rows by every block (sum of squares per row by a warp, then (x * inv) *
 // norm as the RMS_NORM kernel rounds it), so a norm + product is one launch.
+// One aligned row of k <= 4096 (decode) stages in one pass instead (stage_x1:
+// float4 loads into registers, one block sum, the norm in registers, the norm
+// weights' first loads before the wait) and loads each tile's epilogue
+// operands with its weights: ncu, Qwen3-30B-A3B's f8 q|k|v, 11.8 -> 10.6 us
+// and 3.94 M -> 2.80 M instructions (see docs/perf-notes.md).
 // Occupancy queries are cached per kernel (host cost per call: cuda_use_device + one
 // launch + cudaGetLastError).
 // gemv1 and gemvx are launched as programmatic dependents (pdl.cuh): for
@@ -427,6 +432,75 @@ __global__ void __launch_bounds__(kThreads, 2) gemv1_kernel(GemvParams p) {
 // (q * nch + c) * 4; k = nch * VEC exactly), rows >= p.rows as zeros; with p.norm
 // each row is then scaled as the RMS_NORM kernel does: (x * inv) * norm, rounded
 // per product, inv = 1 / sqrt(sum(x^2) / k + eps) summed in f32. Ends with a barrier.
+constexpr int kNormEarly = 2;   // norm float4s a thread loads before the wait (k <= 2048)
+constexpr int kStageLoads = 4;  // X float4s a thread stages in one pass (one row: k <= 4096)
+
+// This thread's first RMS-norm weights (slots threadIdx.x + u * kThreads of
+// one row), loaded before the wait when they are immutable (p.w_early: the
+// loads' round trip then hides under the weights' and the kernel before).
+__device__ __forceinline__ void norm_early(const GemvParams &p, float4 (&nw)[kNormEarly]) {
+  const int n4 = (int)(p.k / 4);
+#pragma unroll
+  for (int u = 0; u < kNormEarly; u++) {
+    const int i = threadIdx.x + u * kThreads;
+    nw[u] = p.norm && p.w_early && i < n4 ? __ldg(reinterpret_cast<const float4 *>(p.norm) + i)
+                                          : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+}
+
+// stage_xf for one 16-byte aligned row of k <= 4 * kThreads * kStageLoads:
+// one pass of float4 loads, the sum of squares from registers (one block
+// sum), the norm applied in registers, one store. Two barriers, no
+// divisions (the general path below takes three passes through shared
+// memory and a warp's serial sum).
+template <int VEC>
+__device__ __forceinline__ void stage_x1(const GemvParams &p, float *xs,
+                                         const float4 (&nw)[kNormEarly]) {
+  constexpr int P = VEC / 4;
+  __shared__ float part[kWarps];
+  const int nch = (int)p.nch, n4 = nch * P;
+  const float4 *x4 = static_cast<const float4 *>(p.x);
+  float4 v[kStageLoads];
+  float ss = 0.f;
+#pragma unroll
+  for (int u = 0; u < kStageLoads; u++) {
+    const int i = threadIdx.x + u * kThreads;
+    v[u] = i < n4 ? __ldg(x4 + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+    ss = fmaf(v[u].x, v[u].x, ss), ss = fmaf(v[u].y, v[u].y, ss);
+    ss = fmaf(v[u].z, v[u].z, ss), ss = fmaf(v[u].w, v[u].w, ss);
+  }
+  if (p.norm) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ss;
+    __syncthreads();
+    float t = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; w++) t += part[w];  // the same order in every thread
+    const float iv = 1.0f / sqrtf(t / (float)p.k + p.eps);
+#pragma unroll
+    for (int u = 0; u < kStageLoads; u++) {
+      const int i = threadIdx.x + u * kThreads;
+      if (i >= n4) continue;
+      const float4 g = u < kNormEarly && p.w_early
+                           ? nw[u < kNormEarly ? u : 0]
+                           : __ldg(reinterpret_cast<const float4 *>(p.norm) + i);
+      v[u].x = __fmul_rn(__fmul_rn(v[u].x, iv), g.x);
+      v[u].y = __fmul_rn(__fmul_rn(v[u].y, iv), g.y);
+      v[u].z = __fmul_rn(__fmul_rn(v[u].z, iv), g.z);
+      v[u].w = __fmul_rn(__fmul_rn(v[u].w, iv), g.w);
+    }
+  }
+  float4 *xs4 = reinterpret_cast<float4 *>(xs);
+#pragma unroll
+  for (int u = 0; u < kStageLoads; u++) {
+    const int i = threadIdx.x + u * kThreads;
+    // Slot i holds elements 4i .. 4i + 3: chunk i / P, piece i % P.
+    if (i < n4) xs4[(i % P) * nch + i / P] = v[u];
+  }
+  __syncthreads();
+}
+
 template <int VEC, int R>
 __device__ __forceinline__ void stage_xf(const GemvParams &p, float *xs, float *inv) {
   constexpr int P = VEC / 4;                 // float4 pieces per weight chunk
@@ -506,6 +580,8 @@ __global__ void __launch_bounds__(kThreads, C *R <= 8 ? 2 : 1) gemvx_kernel(Gemv
 
   int64_t tile = (int64_t)blockIdx.x * kWarps + warp, s0 = 0;
   uint4 wv[U][C];
+  float4 nw[kNormEarly];
+  norm_early(p, nw);
   first_step_and_wait<WT, U, C>(p, wv, tile, tiles, lane);  // hides the staging
   // One row (decode): this lane's output of the tile (lane = cc) and its
   // epilogue operands, loaded with the tile's weights so the store does not
@@ -516,7 +592,11 @@ __global__ void __launch_bounds__(kThreads, C *R <= 8 ? 2 : 1) gemvx_kernel(Gemv
   const bool elane = kEpiEarly && lane < C;
   Epi epi{1.f, 1.f, 0.f};
   if (elane && tile < tiles && tile * C + lane < m) epi = load_epi(p, 0, tile * C + lane);
-  stage_xf<VEC, R>(p, xs, inv);  // the only barriers: every thread reaches them once
+  // The only barriers: every thread reaches them once.
+  if (R == 1 && p.xvec && p.nch * (VEC / 4) <= (int64_t)kThreads * kStageLoads)
+    stage_x1<VEC>(p, xs, nw);
+  else
+    stage_xf<VEC, R>(p, xs, inv);
 
   float acc[C][R];
 #pragma unroll

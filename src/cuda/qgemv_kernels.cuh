@@ -184,6 +184,54 @@ __device__ __forceinline__ void store_task(uint8_t *wb, int64_t rs, int64_t rows
     if (i * 32 + lane < nvec) dst[i * 32 + lane] = pre[i];
 }
 
+// stage_x for one row with k % 4 == 0 (decode): x (glu: silu(gate) * up)
+// stored as float4s while each thread sums the squares of its own in
+// registers; one block sum; each thread then norms the float4s it stored
+// (its own: no barrier between). Two barriers and no divisions by k (the
+// general path takes three passes and a warp's serial sum).
+__device__ __forceinline__ void stage_x1(const float *__restrict__ x, int k, bool glu,
+                                         const float *__restrict__ norm, float eps, float *xs) {
+  __shared__ float part[32];
+  const int n4 = k / 4, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+  const float4 *x4 = reinterpret_cast<const float4 *>(x), *u4 = x4 + n4;
+  float ss = 0.f;
+#pragma unroll 2
+  for (int i = threadIdx.x; i < n4; i += blockDim.x) {
+    float4 v = __ldg(x4 + i);
+    if (glu) {
+      const float4 up = __ldg(u4 + i);
+      v = make_float4(silu_mul(v.x, up.x), silu_mul(v.y, up.y), silu_mul(v.z, up.z),
+                      silu_mul(v.w, up.w));
+    }
+    ss = fmaf(v.x, v.x, ss), ss = fmaf(v.y, v.y, ss);
+    ss = fmaf(v.z, v.z, ss), ss = fmaf(v.w, v.w, ss);
+    const int j = 4 * i;
+    *reinterpret_cast<float4 *>(xs + (j / ggml::kUnit) * kXSkew + j % ggml::kUnit) = v;
+  }
+  if (norm) {
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (lane == 0) part[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    float t = 0.f;
+    for (int w = 0; w < nw; w++) t += part[w];  // the same order in every thread
+    const float iv = 1.0f / sqrtf(t / (float)k + eps);
+    const float4 *g4 = reinterpret_cast<const float4 *>(norm);
+#pragma unroll 2
+    for (int i = threadIdx.x; i < n4; i += blockDim.x) {
+      const int j = 4 * i;
+      float4 *p = reinterpret_cast<float4 *>(xs + (j / ggml::kUnit) * kXSkew + j % ggml::kUnit);
+      const float4 g = __ldg(g4 + i);
+      float4 v = *p;
+      v.x = __fmul_rn(__fmul_rn(v.x, iv), g.x);
+      v.y = __fmul_rn(__fmul_rn(v.y, iv), g.y);
+      v.z = __fmul_rn(__fmul_rn(v.z, iv), g.z);
+      v.w = __fmul_rn(__fmul_rn(v.w, iv), g.w);
+      *p = v;
+    }
+  }
+  __syncthreads();
+}
+
 // x [m, k] into xs (kXSkew layout), then, with norm, each row scaled by its
 // inverse RMS and by norm as the CPU's rms_norm does ((x * inv) * norm).
 // glu: x is gate | up [m, 2k] and silu(gate) * up is staged (no norm then).
@@ -191,6 +239,10 @@ __device__ __forceinline__ void store_task(uint8_t *wb, int64_t rs, int64_t rows
 __device__ __forceinline__ void stage_x(const float *__restrict__ x, int m, int k, bool xvec,
                                         bool glu, const float *__restrict__ norm, float eps,
                                         float *xs, float *inv) {
+  if (m == 1 && xvec) {
+    stage_x1(x, k, glu, norm, eps, xs);
+    return;
+  }
   const int units = (k + ggml::kUnit - 1) / ggml::kUnit, xstride = units * kXSkew;
   const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const int ldx = glu ? 2 * k : k;  // floats from one row of x to the next

@@ -18,7 +18,7 @@ import pytest
 
 from cuda_diff import CUDA, needs_cuda
 from ingot_ctypes import call, lib, tensor, to_numpy
-from nn_cases import check_fused_pair, f8table, opt, seed, swiglu_ref
+from nn_cases import check_fused_pair, f8table, fused_ref, opt, seed, swiglu_ref
 
 pytestmark = needs_cuda
 
@@ -159,3 +159,71 @@ def test_f8matmul_epilogue(m, n, k):
     res = rng.standard_normal((m, n)).astype(np.float32)
     got, want = both(wq, scale, k, x, norm, res, 0, rng)
     check_close(got, want, x, w64, norm, 1e-5, res)
+
+
+@pytest.mark.parametrize("n,k", [(5120, 2048), (67, 256), (1001, 2048), (130, 16), (2048, 4096),
+                                 (40, 48)])
+@pytest.mark.parametrize("use_norm,use_res", [(True, True), (False, False), (False, True)])
+def test_f8matmul_one_row(n, k, use_norm, use_res):
+    """One row (decode: x staged and normed in one pass), rows of 1 to 256
+    chunks: the CPU bound."""
+    rng = np.random.default_rng(seed("cf8row", n, k, use_norm, use_res))
+    wq, scale, w64 = f8table(n, k, rng)
+    x = (rng.standard_normal((1, k)) * 3).astype(np.float32)
+    norm = rng.standard_normal(k).astype(np.float32) if use_norm else None
+    res = rng.standard_normal((1, n)).astype(np.float32) if use_res else None
+    got, want = both(wq, scale, k, x, norm, res, 0, rng)
+    check_close(got, want, x, w64, norm, 1e-5, res)
+
+
+@pytest.mark.parametrize("mag", [1e30, 3e4, 1e-6, 1e-30])
+@pytest.mark.parametrize("use_norm", [False, True])
+def test_f8matmul_one_row_range(mag, use_norm):
+    """One row with x (and the norm weights) far from 1 and a spread of
+    magnitudes in the row: a relative bound only (no absolute slack at
+    1e-30)."""
+    rng = np.random.default_rng(seed("cf8range", mag, use_norm))
+    n, k = 67, 256
+    wq, scale, w64 = f8table(n, k, rng)
+    # With the norm, the magnitude goes into its weights (x^2 must not
+    # overflow or vanish in the sum of squares).
+    xmag = 1.0 if use_norm else mag
+    x = (rng.standard_normal((1, k)) * xmag * np.exp(rng.uniform(-6, 0, k))).astype(np.float32)
+    norm = (rng.standard_normal(k) * mag).astype(np.float32) if use_norm else None
+    got, want = both(wq, scale, k, x, norm, None, 0, rng)
+    assert np.isfinite(want).all() and np.isfinite(got).all()
+    _, m64 = fused_ref(x, w64, norm, 1e-5, None)
+    err = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    assert np.all(err <= 2e-5 * m64), f"max rel err {np.max(err / m64)}"
+
+
+@pytest.mark.parametrize("case", ["inf", "nan", "wnan", "norm_inf"])
+def test_f8matmul_one_row_special(case):
+    """One row with an inf or NaN in x, a NaN byte in W or an inf norm
+    weight: NaN and inf (with sign) where the CPU has them, the rest within
+    the bound."""
+    rng = np.random.default_rng(seed("cf8rowsp", case))
+    n, k = 40, 128
+    wq, scale, w64 = f8table(n, k, rng)
+    x = rng.standard_normal((1, k)).astype(np.float32)
+    norm = None
+    if case == "inf":
+        x[0, 2] = -np.inf
+    elif case == "nan":
+        x[0, 5] = np.nan
+    elif case == "wnan":
+        wq[3, 9] = 0x7F  # f8e4m3fn NaN
+    else:
+        norm = rng.standard_normal(k).astype(np.float32)
+        norm[7] = np.inf
+    got, want = both(wq, scale, k, x, norm, None, 0, rng)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    assert np.array_equal(np.isinf(got), np.isinf(want))
+    inf = np.isinf(want)
+    np.testing.assert_array_equal(np.sign(got[inf]), np.sign(want[inf]))
+    fin = np.isfinite(want)
+    if fin.any():
+        xn = x if norm is None else np.where(np.isfinite(norm), x, 0)
+        _, m64 = fused_ref(np.where(np.isfinite(xn), xn, 0), np.nan_to_num(w64), None, 1e-5, None)
+        err = np.abs(got[fin].astype(np.float64) - want[fin].astype(np.float64))
+        assert np.all(err <= 2e-5 * m64[fin] + 1e-6)
