@@ -428,10 +428,6 @@ __global__ void __launch_bounds__(kThreads, 2) gemv1_kernel(GemvParams p) {
 
 // ---- f32 X against float weights (gemvx_kernel; see the top of the file) ----
 
-// X rows (f32) into gemv_kernel's interleaved layout (piece q of chunk c at
-// (q * nch + c) * 4; k = nch * VEC exactly), rows >= p.rows as zeros; with p.norm
-// each row is then scaled as the RMS_NORM kernel does: (x * inv) * norm, rounded
-// per product, inv = 1 / sqrt(sum(x^2) / k + eps) summed in f32. Ends with a barrier.
 constexpr int kNormEarly = 2;   // norm float4s a thread loads before the wait (k <= 2048)
 constexpr int kStageLoads = 4;  // X float4s a thread stages in one pass (one row: k <= 4096)
 
@@ -501,6 +497,10 @@ __device__ __forceinline__ void stage_x1(const GemvParams &p, float *xs,
   __syncthreads();
 }
 
+// X rows (f32) into gemv_kernel's interleaved layout (piece q of chunk c at
+// (q * nch + c) * 4; k = nch * VEC exactly), rows >= p.rows as zeros; with p.norm
+// each row is then scaled as the RMS_NORM kernel does: (x * inv) * norm, rounded
+// per product, inv = 1 / sqrt(sum(x^2) / k + eps) summed in f32. Ends with a barrier.
 template <int VEC, int R>
 __device__ __forceinline__ void stage_xf(const GemvParams &p, float *xs, float *inv) {
   constexpr int P = VEC / 4;                 // float4 pieces per weight chunk
