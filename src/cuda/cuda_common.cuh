@@ -131,6 +131,21 @@ __device__ __forceinline__ void geom_offsets(const Geom &g, int64_t i, int64_t *
   }
 }
 
+// RMS_NORM's 1 / sqrt(sum(x^2) / n + eps) of a row a block holds, from each
+// thread's partial sum of squares ss: warp sums, then the nwarps warps' in
+// order (the same bits in every thread). part: nwarps floats of shared
+// memory, free again only after the caller's next barrier.
+__device__ __forceinline__ float block_inv_rms(float ss, float *part, int nwarps, float n,
+                                               float eps) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ss;
+  __syncthreads();
+  float t = 0.f;
+  for (int w = 0; w < nwarps; w++) t += part[w];
+  return 1.0f / sqrtf(t / n + eps);
+}
+
 // Grid-stride launch sizing: enough blocks to fill the GPU, never more than needed.
 static inline unsigned grid_for(int64_t n, int threads) {
   int64_t blocks = (n + threads - 1) / threads;

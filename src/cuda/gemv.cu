@@ -466,14 +466,7 @@ __device__ __forceinline__ void stage_x1(const GemvParams &p, float *xs,
     ss = fmaf(v[u].z, v[u].z, ss), ss = fmaf(v[u].w, v[u].w, ss);
   }
   if (p.norm) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ss;
-    __syncthreads();
-    float t = 0.f;
-#pragma unroll
-    for (int w = 0; w < kWarps; w++) t += part[w];  // the same order in every thread
-    const float iv = 1.0f / sqrtf(t / (float)p.k + p.eps);
+    const float iv = block_inv_rms(ss, part, kWarps, (float)p.k, p.eps);
 #pragma unroll
     for (int u = 0; u < kStageLoads; u++) {
       const int i = threadIdx.x + u * kThreads;

@@ -523,14 +523,7 @@ __global__ void __launch_bounds__(kThreads)
   const float *row = x + (int64_t)blockIdx.x * D;
   float ss = 0.f;
   for (int64_t i = threadIdx.x; i < D; i += kThreads) ss = fmaf(row[i], row[i], ss);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ss;
-  __syncthreads();
-  float s = 0.f;
-#pragma unroll
-  for (int w = 0; w < kWarps; w++) s += part[w];
-  const float inv = 1.0f / sqrtf(s / (float)D + eps);
+  const float inv = block_inv_rms(ss, part, kWarps, (float)D, eps);
   for (int64_t i = threadIdx.x; i < D; i += kThreads)
     xn[(int64_t)blockIdx.x * D + i] = __fmul_rn(__fmul_rn(row[i], inv), norm[i]);
 }

@@ -110,7 +110,6 @@ __device__ __forceinline__ void norm_first(const BlockParams &p, float4 (&nw)[kN
 template <int VEC>
 __device__ void stage_x(const BlockParams &p, float *xs, const float4 (&nw)[kNormLoads]) {
   __shared__ float part[kWarps];
-  __shared__ float inv;
   const int64_t D = p.D, nch = D / VEC;
   float ss = 0.f;
   for (int64_t kk = 4 * (int64_t)threadIdx.x; kk < D; kk += 4 * kThreads) {
@@ -119,19 +118,8 @@ __device__ void stage_x(const BlockParams &p, float *xs, const float4 (&nw)[kNor
     ss = fmaf(v.w, v.w, ss);
     *reinterpret_cast<float4 *>(xs + sidx<VEC>(kk, nch, true)) = v;
   }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ss;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float s = 0.f;
-#pragma unroll
-    for (int w = 0; w < kWarps; w++) s += part[w];
-    inv = 1.0f / sqrtf(s / (float)D + p.eps);  // RMS_NORM's formula
-  }
-  __syncthreads();
-  const float iv = inv;
-  int u = 0;
+  const float iv = block_inv_rms(ss, part, kWarps, (float)D, p.eps);
+  int u = 0;  // each thread norms the slots it stored: no barrier between
   for (int64_t kk = 4 * (int64_t)threadIdx.x; kk < D; kk += 4 * kThreads, u++) {
     float4 *d = reinterpret_cast<float4 *>(xs + sidx<VEC>(kk, nch, true));
     float4 v = *d;

@@ -27,7 +27,6 @@ __global__ void __launch_bounds__(kNormThreads)
     rms_norm_kernel(const T *__restrict__ x, const W *__restrict__ w, T *__restrict__ y,
                     int64_t rows, int64_t n, float eps) {
   __shared__ float part[kNormThreads / 32];
-  __shared__ float inv_s;
   pdl_wait();  // x comes from an earlier kernel
   pdl_launch_dependents();
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -38,19 +37,10 @@ __global__ void __launch_bounds__(kNormThreads)
       const float v = to_acc(xr[i]);
       ss = fmaf(v, v, ss);
     }
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if ((threadIdx.x & 31) == 0) part[threadIdx.x / 32] = ss;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      float t = 0.f;
-      for (int i = 0; i < kNormThreads / 32; i++) t += part[i];
-      inv_s = 1.0f / sqrtf(t / (float)n + eps);
-    }
-    __syncthreads();
-    const float inv = inv_s;
+    const float inv = block_inv_rms(ss, part, kNormThreads / 32, (float)n, eps);
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
       yr[i] = from_acc<T>(__fmul_rn(__fmul_rn(to_acc(xr[i]), inv), (float)to_acc(w[i])));
-    __syncthreads();  // part / inv_s are reused by the next row
+    __syncthreads();  // part is reused by the next row
   }
 }
 

@@ -192,7 +192,7 @@ __device__ __forceinline__ void store_task(uint8_t *wb, int64_t rs, int64_t rows
 __device__ __forceinline__ void stage_x1(const float *__restrict__ x, int k, bool glu,
                                          const float *__restrict__ norm, float eps, float *xs) {
   __shared__ float part[32];
-  const int n4 = k / 4, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+  const int n4 = k / 4, nw = blockDim.x >> 5;
   const float4 *x4 = reinterpret_cast<const float4 *>(x), *u4 = x4 + n4;
   float ss = 0.f;
 #pragma unroll 2
@@ -209,12 +209,7 @@ __device__ __forceinline__ void stage_x1(const float *__restrict__ x, int k, boo
     *reinterpret_cast<float4 *>(xs + (j / ggml::kUnit) * kXSkew + j % ggml::kUnit) = v;
   }
   if (norm) {
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if (lane == 0) part[threadIdx.x >> 5] = ss;
-    __syncthreads();
-    float t = 0.f;
-    for (int w = 0; w < nw; w++) t += part[w];  // the same order in every thread
-    const float iv = 1.0f / sqrtf(t / (float)k + eps);
+    const float iv = block_inv_rms(ss, part, nw, (float)k, eps);
     const float4 *g4 = reinterpret_cast<const float4 *>(norm);
 #pragma unroll 2
     for (int i = threadIdx.x; i < n4; i += blockDim.x) {

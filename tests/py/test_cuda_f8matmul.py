@@ -41,6 +41,18 @@ def check_close(got, want, x, w64, norm, eps, res):
     check_fused_pair(got, want, x, w64, norm, eps, res, 2e-5)
 
 
+def fused_case(tag, m, n, k, use_norm=True, use_res=True, xscale=1.0):
+    """Random x [m, k] (times xscale), norm and residual (when asked) through
+    both(), against the CPU within check_close's bound."""
+    rng = np.random.default_rng(seed(*tag))
+    wq, scale, w64 = f8table(n, k, rng)
+    x = (rng.standard_normal((m, k)) * xscale).astype(np.float32)
+    norm = rng.standard_normal(k).astype(np.float32) if use_norm else None
+    res = rng.standard_normal((m, n)).astype(np.float32) if use_res else None
+    got, want = both(wq, scale, k, x, norm, res, 0, rng)
+    check_close(got, want, x, w64, norm, 1e-5, res)
+
+
 @pytest.mark.parametrize("m", [1, 2, 3, 5, 8, 9, 12, 33, 70])
 @pytest.mark.parametrize("k,extra", [(256, 0), (48, 0), (37, 11), (64, 7)])
 @pytest.mark.parametrize("use_norm,use_res", [(False, False), (True, True), (True, False),
@@ -61,13 +73,7 @@ def test_f8matmul_fused(m, k, extra, use_norm, use_res):
 def test_f8matmul_model_shapes(n, k, m):
     """Qwen3-30B-A3B's q|k|v and o (norm fused, residual added); K = 6144 at
     M = 8 stages too much X: the dequantise path."""
-    rng = np.random.default_rng(seed("cf8shape", n, k, m))
-    wq, scale, w64 = f8table(n, k, rng)
-    x = rng.standard_normal((m, k)).astype(np.float32)
-    norm = rng.standard_normal(k).astype(np.float32)
-    res = rng.standard_normal((m, n)).astype(np.float32)
-    got, want = both(wq, scale, k, x, norm, res, 0, rng)
-    check_close(got, want, x, w64, norm, 1e-5, res)
+    fused_case(("cf8shape", n, k, m), m, n, k)
 
 
 @pytest.mark.parametrize("m", [1, 4, 8, 12])
@@ -152,13 +158,7 @@ def test_f8matmul_epilogue(m, n, k):
     """Row scales and residual in the epilogue (one-row products load them
     with the tile's weights; n % tile != 0: the last tile's columns past n
     are neither loaded nor stored): the CPU bound, norm on."""
-    rng = np.random.default_rng(seed("cf8epi", m, n, k))
-    wq, scale, w64 = f8table(n, k, rng)
-    x = rng.standard_normal((m, k)).astype(np.float32)
-    norm = rng.standard_normal(k).astype(np.float32)
-    res = rng.standard_normal((m, n)).astype(np.float32)
-    got, want = both(wq, scale, k, x, norm, res, 0, rng)
-    check_close(got, want, x, w64, norm, 1e-5, res)
+    fused_case(("cf8epi", m, n, k), m, n, k)
 
 
 @pytest.mark.parametrize("n,k", [(5120, 2048), (67, 256), (1001, 2048), (130, 16), (2048, 4096),
@@ -167,13 +167,7 @@ def test_f8matmul_epilogue(m, n, k):
 def test_f8matmul_one_row(n, k, use_norm, use_res):
     """One row (decode: x staged and normed in one pass), rows of 1 to 256
     chunks: the CPU bound."""
-    rng = np.random.default_rng(seed("cf8row", n, k, use_norm, use_res))
-    wq, scale, w64 = f8table(n, k, rng)
-    x = (rng.standard_normal((1, k)) * 3).astype(np.float32)
-    norm = rng.standard_normal(k).astype(np.float32) if use_norm else None
-    res = rng.standard_normal((1, n)).astype(np.float32) if use_res else None
-    got, want = both(wq, scale, k, x, norm, res, 0, rng)
-    check_close(got, want, x, w64, norm, 1e-5, res)
+    fused_case(("cf8row", n, k, use_norm, use_res), 1, n, k, use_norm, use_res, xscale=3)
 
 
 @pytest.mark.parametrize("mag", [1e30, 3e4, 1e-6, 1e-30])
