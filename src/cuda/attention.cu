@@ -139,6 +139,7 @@ struct RkvParams {
   int T, Hq, Hkv, D, ctx;
   float eps;
   bool neox;
+  bool early;  // A/B (INGOT_ATTN_EARLY=1): the first tile's K and V loads before the prologue
 };
 
 // Head x (D values, unit stride) staged into y by one warp, RMS-normed with
@@ -242,6 +243,7 @@ RkvParams rkv_params(const ingot_op_args *a) {
   P.T = (int)qs[0], P.Hq = (int)qs[1], P.D = (int)qs[2], P.ctx = (int)cs[0], P.Hkv = (int)cs[1];
   P.eps = (float)a->farg[0];
   P.neox = a->iarg[0] != 0;
+  P.early = false;
   return P;
 }
 
@@ -327,7 +329,26 @@ __device__ __forceinline__ void load_vec(const f16_t *p, float *x) {
 // from snew (shared memory, D values) instead: its load reads kNoRow (never
 // written, so no load races the kernel's own write of that row, and the
 // loads stay one unconditional batch), then the values are replaced.
-template <class C, int V, bool SUB = false>
+// load_rows' second step (SUB): row snew_j's values from snew.
+template <int V>
+__device__ __forceinline__ void patch_rows(int j0, int step, int n, int sub, int lr, int nv,
+                                           float (&x)[kBatch][kLaneVals], int snew_j,
+                                           const float *snew) {
+#pragma unroll
+  for (int u = 0; u < kBatch; u++) {
+    int j = j0 + u * step;
+#pragma unroll
+    for (int k = 0; k < kLaneVals / V; k++) {
+      int v = sub + k * lr;
+      if (j == snew_j && j < n && v < nv)
+#pragma unroll
+        for (int e = 0; e < V; e++) x[u][k * V + e] = snew[v * V + e];
+    }
+  }
+}
+
+// PATCH false: the loads only (patch_rows later, once snew is written).
+template <class C, int V, bool SUB = false, bool PATCH = true>
 __device__ __forceinline__ void load_rows(const C *rows, int64_t rs, int j0, int step, int n,
                                           int sub, int lr, int nv, float (&x)[kBatch][kLaneVals],
                                           int snew_j = -1, const float *snew = nullptr) {
@@ -346,19 +367,7 @@ __device__ __forceinline__ void load_rows(const C *rows, int64_t rs, int j0, int
       }
     }
   }
-  if (SUB) {
-#pragma unroll
-    for (int u = 0; u < kBatch; u++) {
-      int j = j0 + u * step;
-#pragma unroll
-      for (int k = 0; k < kLaneVals / V; k++) {
-        int v = sub + k * lr;
-        if (j == snew_j && j < n && v < nv)
-#pragma unroll
-          for (int e = 0; e < V; e++) x[u][k * V + e] = snew[v * V + e];
-      }
-    }
-  }
+  if (SUB && PATCH) patch_rows<V>(j0, step, n, sub, lr, nv, x, snew_j, snew);
 }
 
 // Weight of score s relative to the running max mn: -inf scores weigh 0
@@ -406,9 +415,21 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
   const int64_t rs = (int64_t)Hkv * D;  // elements from one cache row to the next
   const int64_t first = (int64_t)start * rs + (int64_t)(h / (Hq / Hkv)) * D;
   int jnew = -1;  // ROPE: the block's row (0..n) taken from rk, rv
+  // R.early: the first tile's V rows and first batch of K rows (the rows of
+  // earlier steps; row pos reads kNoRow) are in flight during the prologue,
+  // patched from rk, rv after it. pre*: they are in xv, x (uniform).
+  float xv[kBatch][kLaneVals], x[kBatch][kLaneVals];
+  bool prev = false, prek = false;
   if constexpr (ROPE) {
     const int p = pos[t], kvh = h / (Hq / Hkv);                           // t = 0
     const bool holds = p >= 0 && p < ctx && p >= start && p < start + n;  // uniform
+    if (holds) jnew = p - start;
+    if (R.early && n > 0) {
+      const int nt = min(kTile, n);
+      load_rows<C, V, true, false>(vc + first, rs, grp, ngrp, nt, sub, lr, nv, xv, jnew, rv);
+      load_rows<C, V, true, false>(kc + first, rs, grp, ngrp, nt, sub, lr, nv, x, jnew, rk);
+      prev = prek = true;
+    }
     if (w == 0 || (holds && w < 3)) {
       float *y = w == 0 ? rq : w == 1 ? rk : rv;
       stage_norm(R.src[w] + (int64_t)(w == 0 ? h : kvh) * R.hs[w], w < 2 ? R.w[w] : nullptr, y, D,
@@ -435,8 +456,12 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
         }
       }
     }
-    if (holds) jnew = p - start;
     __syncthreads();
+    if (prev) {
+      const int nt = min(kTile, n);
+      patch_rows<V>(grp, ngrp, nt, sub, lr, nv, xv, jnew, rv);
+      patch_rows<V>(grp, ngrp, nt, sub, lr, nv, x, jnew, rk);
+    }
   }
   const float *qi = ROPE ? rq : q + ((int64_t)t * Hq + h) * D;
   float qv[kLaneVals];
@@ -452,12 +477,12 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
     const int nt = min(kTile, n - s0);
     const C *kt = kc + first + (int64_t)s0 * rs, *vt = vc + first + (int64_t)s0 * rs;
     // The first batch of V rows loads while the scores run.
-    float xv[kBatch][kLaneVals];
-    load_rows<C, V, ROPE>(vt, rs, grp, ngrp, nt, sub, lr, nv, xv, jnew - s0, rv);
+    if (!prev) load_rows<C, V, ROPE>(vt, rs, grp, ngrp, nt, sub, lr, nv, xv, jnew - s0, rv);
+    prev = false;
     // 1. Scores. jb is uniform over the block, so whole warps run the shuffles.
     for (int jb = 0; jb < nt; jb += kBatch * ngrp) {
-      float x[kBatch][kLaneVals];
-      load_rows<C, V, ROPE>(kt, rs, jb + grp, ngrp, nt, sub, lr, nv, x, jnew - s0, rk);
+      if (!prek) load_rows<C, V, ROPE>(kt, rs, jb + grp, ngrp, nt, sub, lr, nv, x, jnew - s0, rk);
+      prek = false;
 #pragma unroll
       for (int u = 0; u < kBatch; u++) {
         float d = 0.f;
@@ -731,7 +756,9 @@ ingot_status k_rope_kv_attention(ingot_op_args *a) {
   ingot_tensor *out = a->out[0];
   ingot_status st = cuda_use_device_of(out);
   if (st) return st;
-  const RkvParams P = rkv_params(a);
+  RkvParams P = rkv_params(a);
+  const char *ea = getenv("INGOT_ATTN_EARLY");  // A/B, read per call
+  P.early = ea && atoi(ea) == 1;
   const char *e = getenv("INGOT_ATTN_ROPE");
   const bool want = !(e && *e && atoi(e) == 0);
   if (!want || P.T != 1 || P.Hq < 1 || P.Hq > 65535 || !cluster_path(P.T, P.D, P.ctx))

@@ -179,11 +179,15 @@ def cuda_checks(c, neox):
 
 
 @needs_cuda
+@pytest.mark.parametrize("early", ["0", "1"])
 @pytest.mark.parametrize("neox", [False, True])
 @pytest.mark.parametrize("norm", [False, True])
 @pytest.mark.parametrize("hq,hkv", [(4, 4), (8, 2), (16, 2)])
 @pytest.mark.parametrize("dh", [64, 128, 80, 66])
-def test_cuda_rope_kv_attention_decode(neox, norm, hq, hkv, dh):
+def test_cuda_rope_kv_attention_decode(early, neox, norm, hq, hkv, dh, monkeypatch):
+    # INGOT_ATTN_EARLY=1 (A/B): the first tile's old K/V rows load before the
+    # prologue, row pos patched in after it (p = 0, 3: in the first batch).
+    monkeypatch.setenv("INGOT_ATTN_EARLY", early)
     ctx = 2048
     for cache_dt in (np.float32, np.float16):
         for p in (0, 3, 1100, ctx - 1):  # 1100: more than kTile rows a cluster block
@@ -207,8 +211,10 @@ def test_cuda_rope_kv_attention_strided_inputs():
 
 
 @needs_cuda
+@pytest.mark.parametrize("early", ["0", "1"])
 @pytest.mark.parametrize("cache_dt", [np.float32, np.float16])
-def test_cuda_rope_kv_attention_special_values(cache_dt):
+def test_cuda_rope_kv_attention_special_values(early, cache_dt, monkeypatch):
+    monkeypatch.setenv("INGOT_ATTN_EARLY", early)
     c = case(1, 8, 2, 64, 300, [150], cache_dt, norm=True)
     c["qkv"][0, 8 * 64 + 5] = np.nan  # k of kv head 0: its 4 heads NaN
     c["kc"][20, 1, 3] = np.inf  # an old row of kv head 1
@@ -217,9 +223,11 @@ def test_cuda_rope_kv_attention_special_values(cache_dt):
 
 
 @needs_cuda
+@pytest.mark.parametrize("early", ["0", "1"])
 @pytest.mark.parametrize("p", [-1, 300, 5000])
-def test_cuda_rope_kv_attention_bad_positions(p):
+def test_cuda_rope_kv_attention_bad_positions(early, p, monkeypatch):
     """CUDA skips the cache write and clamps the position, as the two kernels."""
+    monkeypatch.setenv("INGOT_ATTN_EARLY", early)
     c = case(1, 8, 2, 64, 300, [p], norm=True)
     got = run(c, False, CUDA)
     equal(got, run(c, False, CUDA, fused=False))
