@@ -10,7 +10,8 @@
 // - attention_cached (flash-decoding): decode (T = 1) with a cache of at
 //   most kClusterCtx rows, or any T with at most kSingleRows: a cluster of
 //   kCluster blocks per (head, row) splits the live rows 0..pos[t] evenly
-//   (sized on the device, so the launch is the same for any position), each
+//   (sized on the device, so the launch is the same for any position; 256
+//   threads a block when the grid fits on the SMs, else 128), each
 //   block runs an online softmax over tiles of its rows, and the blocks
 //   merge max, sums and outputs through distributed shared memory (one
 //   launch, no scratch). A longer cache is cut into at most kMaxChunks chunks
@@ -20,7 +21,8 @@
 //   partials. pos is clamped into [0, ctx).
 // - rope_kv_write: a warp per (row, head of q, k or v): norm, rope, write.
 // - rope_kv_attention: at T = 1 on the cluster path, attn_cluster_kernel
-//   with rope_kv_write's work as a prologue (one launch); else the
+//   with rope_kv_write's work as a prologue (one launch; the first cache
+//   rows are loaded before it, the new row patched in after); else the
 //   rope_kv_write and attention_cached kernels.
 // The decode kernels (rope_kv_write, attention_cached) launch with PDL
 // (pdl.cuh) and wait before their first read.
@@ -327,7 +329,26 @@ __device__ __forceinline__ void load_vec(const f16_t *p, float *x) {
 // from snew (shared memory, D values) instead: its load reads kNoRow (never
 // written, so no load races the kernel's own write of that row, and the
 // loads stay one unconditional batch), then the values are replaced.
-template <class C, int V, bool SUB = false>
+// load_rows' second step (SUB): row snew_j's values from snew.
+template <int V>
+__device__ __forceinline__ void patch_rows(int j0, int step, int n, int sub, int lr, int nv,
+                                           float (&x)[kBatch][kLaneVals], int snew_j,
+                                           const float *snew) {
+#pragma unroll
+  for (int u = 0; u < kBatch; u++) {
+    int j = j0 + u * step;
+#pragma unroll
+    for (int k = 0; k < kLaneVals / V; k++) {
+      int v = sub + k * lr;
+      if (j == snew_j && j < n && v < nv)
+#pragma unroll
+        for (int e = 0; e < V; e++) x[u][k * V + e] = snew[v * V + e];
+    }
+  }
+}
+
+// PATCH false: the loads only (patch_rows later, once snew is written).
+template <class C, int V, bool SUB = false, bool PATCH = true>
 __device__ __forceinline__ void load_rows(const C *rows, int64_t rs, int j0, int step, int n,
                                           int sub, int lr, int nv, float (&x)[kBatch][kLaneVals],
                                           int snew_j = -1, const float *snew = nullptr) {
@@ -346,19 +367,7 @@ __device__ __forceinline__ void load_rows(const C *rows, int64_t rs, int j0, int
       }
     }
   }
-  if (SUB) {
-#pragma unroll
-    for (int u = 0; u < kBatch; u++) {
-      int j = j0 + u * step;
-#pragma unroll
-      for (int k = 0; k < kLaneVals / V; k++) {
-        int v = sub + k * lr;
-        if (j == snew_j && j < n && v < nv)
-#pragma unroll
-          for (int e = 0; e < V; e++) x[u][k * V + e] = snew[v * V + e];
-      }
-    }
-  }
+  if (SUB && PATCH) patch_rows<V>(j0, step, n, sub, lr, nv, x, snew_j, snew);
 }
 
 // Weight of score s relative to the running max mn: -inf scores weigh 0
@@ -378,16 +387,16 @@ __device__ __forceinline__ float score_weight(float s, float mn) {
 // first one's block writes the row to kw, vw (the others compute the same
 // bits for their own use). Bad positions: nothing written, the clamped row
 // read from the cache, q roped at the raw position, as the two kernels.
-template <class C, int V, bool ROPE = false>
-__global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
+template <class C, int V, bool ROPE, int NT>
+__global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT)
     attn_cluster_kernel(const float *__restrict__ q, const C *__restrict__ kc,
                         const C *__restrict__ vc, const int32_t *__restrict__ pos,
                         float *__restrict__ out, int Hq, int Hkv, int D, int ctx, int lr,
                         float scale, RkvParams R, C *kw, C *vw) {
-  __shared__ float sc[kTile];                   // scores of the block's current tile
-  __shared__ float part[kThreads * kLaneVals];  // sums of p v of each lane group [group][D]
-  __shared__ float acc[256];                    // the block's sum of p v (read by the cluster)
-  __shared__ float stat[2];                     // the block's max score, sum of p
+  __shared__ float sc[kTile];             // scores of the block's current tile
+  __shared__ float part[NT * kLaneVals];  // sums of p v of each lane group [group][D]
+  __shared__ float acc[256];              // the block's sum of p v (read by the cluster)
+  __shared__ float stat[2];               // the block's max score, sum of p
   __shared__ float rq[ROPE ? 256 : 1], rk[ROPE ? 256 : 1], rv[ROPE ? 256 : 1];  // roped q; row pos
   cg::cluster_group cluster = cg::this_cluster();
   const int r = (int)cluster.block_rank(), h = blockIdx.y, t = blockIdx.z;
@@ -402,13 +411,25 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
   // captured launch fits every position).
   const int npos = clamp_pos(pos[t], ctx) + 1, chunk = (npos + kCluster - 1) / kCluster;
   const int start = min(r * chunk, npos), n = min(start + chunk, npos) - start;
-  const int nv = D / V, grp = threadIdx.x / lr, sub = threadIdx.x % lr, ngrp = kThreads / lr;
+  const int nv = D / V, grp = threadIdx.x / lr, sub = threadIdx.x % lr, ngrp = NT / lr;
   const int64_t rs = (int64_t)Hkv * D;  // elements from one cache row to the next
   const int64_t first = (int64_t)start * rs + (int64_t)(h / (Hq / Hkv)) * D;
   int jnew = -1;  // ROPE: the block's row (0..n) taken from rk, rv
+  // ROPE: the first tile's V rows and first batch of K rows (the rows of
+  // earlier steps; row pos reads kNoRow) are in flight during the prologue,
+  // patched from rk, rv after it. pre*: they are in xv, x (uniform).
+  float xv[kBatch][kLaneVals], x[kBatch][kLaneVals];
+  bool prev = false, prek = false;
   if constexpr (ROPE) {
     const int p = pos[t], kvh = h / (Hq / Hkv);                           // t = 0
     const bool holds = p >= 0 && p < ctx && p >= start && p < start + n;  // uniform
+    if (holds) jnew = p - start;
+    if (n > 0) {
+      const int nt = min(kTile, n);
+      load_rows<C, V, true, false>(vc + first, rs, grp, ngrp, nt, sub, lr, nv, xv, jnew, rv);
+      load_rows<C, V, true, false>(kc + first, rs, grp, ngrp, nt, sub, lr, nv, x, jnew, rk);
+      prev = prek = true;
+    }
     if (w == 0 || (holds && w < 3)) {
       float *y = w == 0 ? rq : w == 1 ? rk : rv;
       stage_norm(R.src[w] + (int64_t)(w == 0 ? h : kvh) * R.hs[w], w < 2 ? R.w[w] : nullptr, y, D,
@@ -435,8 +456,12 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
         }
       }
     }
-    if (holds) jnew = p - start;
     __syncthreads();
+    if (prev) {
+      const int nt = min(kTile, n);
+      patch_rows<V>(grp, ngrp, nt, sub, lr, nv, xv, jnew, rv);
+      patch_rows<V>(grp, ngrp, nt, sub, lr, nv, x, jnew, rk);
+    }
   }
   const float *qi = ROPE ? rq : q + ((int64_t)t * Hq + h) * D;
   float qv[kLaneVals];
@@ -452,12 +477,12 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
     const int nt = min(kTile, n - s0);
     const C *kt = kc + first + (int64_t)s0 * rs, *vt = vc + first + (int64_t)s0 * rs;
     // The first batch of V rows loads while the scores run.
-    float xv[kBatch][kLaneVals];
-    load_rows<C, V, ROPE>(vt, rs, grp, ngrp, nt, sub, lr, nv, xv, jnew - s0, rv);
+    if (!prev) load_rows<C, V, ROPE>(vt, rs, grp, ngrp, nt, sub, lr, nv, xv, jnew - s0, rv);
+    prev = false;
     // 1. Scores. jb is uniform over the block, so whole warps run the shuffles.
     for (int jb = 0; jb < nt; jb += kBatch * ngrp) {
-      float x[kBatch][kLaneVals];
-      load_rows<C, V, ROPE>(kt, rs, jb + grp, ngrp, nt, sub, lr, nv, x, jnew - s0, rk);
+      if (!prek) load_rows<C, V, ROPE>(kt, rs, jb + grp, ngrp, nt, sub, lr, nv, x, jnew - s0, rk);
+      prek = false;
 #pragma unroll
       for (int u = 0; u < kBatch; u++) {
         float d = 0.f;
@@ -502,7 +527,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
   }
   if (threadIdx.x == 0) stat[0] = m, stat[1] = l;
   __syncthreads();
-  for (int d = threadIdx.x; d < D; d += kThreads) {
+  for (int d = threadIdx.x; d < D; d += NT) {
     float s = 0.f;
     for (int g = 0; g < ngrp; g++) s += part[g * D + d];
     acc[d] = s;
@@ -514,7 +539,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
   float M = lane < kCluster ? *cluster.map_shared_rank(&stat[0], lane) : -INFINITY;
   M = warp_max(M);
   const int per = (D + kCluster - 1) / kCluster;
-  for (int i = threadIdx.x; i < per; i += kThreads) {
+  for (int i = threadIdx.x; i < per; i += NT) {
     int d = r * per + i;
     if (d >= D) break;
     float L = 0.f, A = 0.f;
@@ -551,9 +576,22 @@ void launch_cluster(const float *q, const void *kc, const void *vc, const int32_
   bool vec = D % 4 == 0 && (uintptr_t)kc % al == 0 && (uintptr_t)vc % al == 0;
   dim3 grid((unsigned)kCluster, (unsigned)Hq, (unsigned)T);
   const int lr = cluster_lanes(D, vec ? 4 : 1);
-#define LAUNCH_CLUSTER(VV, RR)                                                                  \
-  launch_pdl(attn_cluster_kernel<C, VV, RR>, grid, dim3(kThreads), 0, s, q, k, v, pos, out, Hq, \
-             Hkv, D, ctx, lr, scale, P, kw, vw)
+  // A grid that leaves SMs idle (few heads) takes 256-thread blocks: twice
+  // the rows in flight a block (SmolLM2's 72 blocks: +3.8 % decode; Qwen3's
+  // 256 blocks lost 9 % with them).
+  int dev = 0;
+  cudaGetDevice(&dev);
+  const bool wide = (int64_t)kCluster * Hq * T <= sm_count(dev);
+#define LAUNCH_NT(VV, RR, NT)                                                                      \
+  launch_pdl(attn_cluster_kernel<C, VV, RR, NT>, grid, dim3(NT), 0, s, q, k, v, pos, out, Hq, Hkv, \
+             D, ctx, lr, scale, P, kw, vw)
+#define LAUNCH_CLUSTER(VV, RR)     \
+  do {                             \
+    if (wide)                      \
+      LAUNCH_NT(VV, RR, 256);      \
+    else                           \
+      LAUNCH_NT(VV, RR, kThreads); \
+  } while (0)
   if (vec && R)
     LAUNCH_CLUSTER(4, true);
   else if (vec)
@@ -563,6 +601,7 @@ void launch_cluster(const float *q, const void *kc, const void *vc, const int32_
   else
     LAUNCH_CLUSTER(1, false);
 #undef LAUNCH_CLUSTER
+#undef LAUNCH_NT
 }
 
 // Whether attention_cached runs one attn_cluster_kernel launch: a cluster

@@ -157,6 +157,21 @@ static inline unsigned grid_for(int64_t n, int threads) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                    \
        i += (int64_t)gridDim.x * blockDim.x)
 
+// Device dev's SM count (cached; 132, an H100/H200's, if the query fails).
+static inline int sm_count(int dev) {
+  static int cache[64];
+  if (dev < 0 || dev >= 64) return 132;
+  if (!cache[dev]) {
+    int n = 0;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) {
+      cudaGetLastError();
+      n = 132;
+    }
+    cache[dev] = n;
+  }
+  return cache[dev];
+}
+
 // Stream for work on t's device (the caller's current stream there).
 static inline cudaStream_t stream_of(const ingot_tensor *t) {
   return cuda_current_stream(ingot_device_of(t).index);

@@ -634,20 +634,6 @@ __global__ void __launch_bounds__(kThreads, C *R <= 8 ? 2 : 1) gemvx_kernel(Gemv
   }
 }
 
-int sm_count(int dev) {
-  static int cache[64];
-  if (dev < 0 || dev >= 64) return 132;
-  if (!cache[dev]) {
-    int n = 0;
-    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) {
-      cudaGetLastError();
-      n = 132;
-    }
-    cache[dev] = n;
-  }
-  return cache[dev];
-}
-
 // Resident blocks of kern per SM at smem bytes, cached in `cache` as
 // (dev + 1) << 48 | smem << 16 | blocks: the query costs microseconds per call.
 template <class K>
