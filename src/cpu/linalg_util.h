@@ -13,10 +13,17 @@
 
 #include "cpu.h"
 
-/* Zeroed column-major buffer of rows x cols elements of es bytes (never
- * size 0, so NULL always means out of memory). */
+/* Bytes past a LAPACK buffer's last element that stay ours: OpenBLAS's
+ * AVX-512 kernels read a few vectors past a matrix's end. zgesdd of a 5 x 4
+ * complex matrix (zgemv_n_SKYLAKEX, OpenBLAS 0.3.21) faults when the buffer
+ * ends 32 bytes before an unmapped page, not 64 (a guard-page probe); under
+ * ASan it crashed ~1 run in 200 of the linalg tests under load. */
+#define LA_SLACK 256
+
+/* Zeroed column-major buffer of rows x cols elements of es bytes, LA_SLACK
+ * bytes more (never size 0, so NULL always means out of memory). */
 static inline void *la_buf(int64_t rows, int64_t cols, size_t es) {
-  return calloc((size_t)(rows * cols > 1 ? rows * cols : 1), es);
+  return calloc((size_t)(rows * cols > 1 ? rows * cols : 1) * es + LA_SLACK, 1);
 }
 
 /* The error of a batch loop whose workspace allocation failed. */
