@@ -566,7 +566,7 @@ int cluster_lanes(int D, int V) {
 // R null: attention_cached's kernel; else the ROPE prologue's (T = 1).
 template <class C>
 void launch_cluster(const float *q, const void *kc, const void *vc, const int32_t *pos, float *out,
-                    int T, int Hq, int Hkv, int D, int ctx, float scale, cudaStream_t s,
+                    int T, int Hq, int Hkv, int D, int ctx, float scale, int dev, cudaStream_t s,
                     const RkvParams *R = nullptr) {
   const C *k = (const C *)kc, *v = (const C *)vc;
   C *kw = (C *)kc, *vw = (C *)vc;  // written only through these (the ROPE prologue)
@@ -579,8 +579,6 @@ void launch_cluster(const float *q, const void *kc, const void *vc, const int32_
   // A grid that leaves SMs idle (few heads) takes 256-thread blocks: twice
   // the rows in flight a block (SmolLM2's 72 blocks: +3.8 % decode; Qwen3's
   // 256 blocks lost 9 % with them).
-  int dev = 0;
-  cudaGetDevice(&dev);
   const bool wide = (int64_t)kCluster * Hq * T <= sm_count(dev);
 #define LAUNCH_NT(VV, RR, NT)                                                                      \
   launch_pdl(attn_cluster_kernel<C, VV, RR, NT>, grid, dim3(NT), 0, s, q, k, v, pos, out, Hq, Hkv, \
@@ -719,6 +717,7 @@ ingot_status k_attention_cached(ingot_op_args *a) {
     return ingot_set_error(INGOT_ERR_UNSUPPORTED,
                            "attention_cached: more than 65535 rows or heads on cuda");
   cudaStream_t s = stream_of(out);
+  const int dev = ingot_device_of(out).index;
   const float *q = (const float *)ingot_tensor_data(a->in[0]);
   const int32_t *pos = (const int32_t *)ingot_tensor_data(a->in[3]);
   const void *kc = ingot_tensor_data(a->in[1]), *vc = ingot_tensor_data(a->in[2]);
@@ -731,15 +730,14 @@ ingot_status k_attention_cached(ingot_op_args *a) {
   if (cluster_path(T, D, ctx)) {
     float *o = (float *)ingot_tensor_data(out);
     if (half)
-      launch_cluster<f16_t>(q, kc, vc, pos, o, T, Hq, Hkv, D, ctx, scale, s);
+      launch_cluster<f16_t>(q, kc, vc, pos, o, T, Hq, Hkv, D, ctx, scale, dev, s);
     else
-      launch_cluster<float>(q, kc, vc, pos, o, T, Hq, Hkv, D, ctx, scale, s);
+      launch_cluster<float>(q, kc, vc, pos, o, T, Hq, Hkv, D, ctx, scale, dev, s);
     return launch_status("attention_cached kernel");
   }
   int tiles = (ctx + kTile - 1) / kTile;
   int chunk = kTile * ((tiles + kMaxChunks - 1) / kMaxChunks);
   int nch = (ctx + chunk - 1) / chunk;
-  int dev = ingot_device_of(out).index;
   dim3 grid((unsigned)nch, (unsigned)Hq, (unsigned)T);
   size_t nparts = (size_t)T * (size_t)Hq * (size_t)nch;
   float *scratch = (float *)cuda_scratch_alloc(dev, nparts * (size_t)(D + 2) * sizeof(float), s);
@@ -778,10 +776,13 @@ ingot_status k_rope_kv_attention(ingot_op_args *a) {
   cudaStream_t s = stream_of(out);
   const void *kc = ingot_tensor_data(a->out[1]), *vc = ingot_tensor_data(a->out[2]);
   const float scale = (float)a->farg[1];
+  const int dev = ingot_device_of(out).index;
   if (ingot_dtype_of(a->out[1]) == INGOT_F16)
-    launch_cluster<f16_t>(nullptr, kc, vc, P.pos, P.qo, 1, P.Hq, P.Hkv, P.D, P.ctx, scale, s, &P);
+    launch_cluster<f16_t>(nullptr, kc, vc, P.pos, P.qo, 1, P.Hq, P.Hkv, P.D, P.ctx, scale, dev, s,
+                          &P);
   else
-    launch_cluster<float>(nullptr, kc, vc, P.pos, P.qo, 1, P.Hq, P.Hkv, P.D, P.ctx, scale, s, &P);
+    launch_cluster<float>(nullptr, kc, vc, P.pos, P.qo, 1, P.Hq, P.Hkv, P.D, P.ctx, scale, dev, s,
+                          &P);
   return launch_status("rope_kv_attention kernel");
 }
 

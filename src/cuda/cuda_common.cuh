@@ -146,6 +146,19 @@ __device__ __forceinline__ float block_inv_rms(float ss, float *part, int nwarps
   return 1.0f / sqrtf(t / n + eps);
 }
 
+// ss plus the squares of v's four values, in order x, y, z, w.
+__device__ __forceinline__ float sum_sq4(float4 v, float ss) {
+  ss = fmaf(v.x, v.x, ss), ss = fmaf(v.y, v.y, ss);
+  return fmaf(v.w, v.w, fmaf(v.z, v.z, ss));
+}
+
+// RMS_NORM's rounding of four values: (v * iv) * g, each product rounded
+// (no FMA contraction).
+__device__ __forceinline__ float4 rms_scale4(float4 v, float iv, float4 g) {
+  return make_float4(__fmul_rn(__fmul_rn(v.x, iv), g.x), __fmul_rn(__fmul_rn(v.y, iv), g.y),
+                     __fmul_rn(__fmul_rn(v.z, iv), g.z), __fmul_rn(__fmul_rn(v.w, iv), g.w));
+}
+
 // Grid-stride launch sizing: enough blocks to fill the GPU, never more than needed.
 static inline unsigned grid_for(int64_t n, int threads) {
   int64_t blocks = (n + threads - 1) / threads;

@@ -462,8 +462,7 @@ __device__ __forceinline__ void stage_x1(const GemvParams &p, float *xs,
   for (int u = 0; u < kStageLoads; u++) {
     const int i = threadIdx.x + u * kThreads;
     v[u] = i < n4 ? __ldg(x4 + i) : make_float4(0.f, 0.f, 0.f, 0.f);
-    ss = fmaf(v[u].x, v[u].x, ss), ss = fmaf(v[u].y, v[u].y, ss);
-    ss = fmaf(v[u].z, v[u].z, ss), ss = fmaf(v[u].w, v[u].w, ss);
+    ss = sum_sq4(v[u], ss);
   }
   if (p.norm) {
     const float iv = block_inv_rms(ss, part, kWarps, (float)p.k, p.eps);
@@ -474,10 +473,7 @@ __device__ __forceinline__ void stage_x1(const GemvParams &p, float *xs,
       const float4 g = u < kNormEarly && p.w_early
                            ? nw[u < kNormEarly ? u : 0]
                            : __ldg(reinterpret_cast<const float4 *>(p.norm) + i);
-      v[u].x = __fmul_rn(__fmul_rn(v[u].x, iv), g.x);
-      v[u].y = __fmul_rn(__fmul_rn(v[u].y, iv), g.y);
-      v[u].z = __fmul_rn(__fmul_rn(v[u].z, iv), g.z);
-      v[u].w = __fmul_rn(__fmul_rn(v[u].w, iv), g.w);
+      v[u] = rms_scale4(v[u], iv, g);
     }
   }
   float4 *xs4 = reinterpret_cast<float4 *>(xs);
@@ -530,11 +526,7 @@ __device__ __forceinline__ void stage_xf(const GemvParams &p, float *xs, float *
   for (int r = warp; r < p.rows; r += kWarps) {
     float ss = 0.f;
     for (int i = lane; i < n4; i += 32) {
-      const float4 v = xs4[r * n4 + i];
-      ss = fmaf(v.x, v.x, ss);
-      ss = fmaf(v.y, v.y, ss);
-      ss = fmaf(v.z, v.z, ss);
-      ss = fmaf(v.w, v.w, ss);
+      ss = sum_sq4(xs4[r * n4 + i], ss);
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
@@ -544,12 +536,8 @@ __device__ __forceinline__ void stage_xf(const GemvParams &p, float *xs, float *
   for (int e = threadIdx.x; e < p.rows * n4; e += kThreads) {
     const int r = e / n4, s = e - r * n4, q = s / nch, c = s - q * nch;
     const float *nw = p.norm + c * VEC + q * 4;  // elements of slot s
-    float4 v = xs4[e];
-    v.x = __fmul_rn(__fmul_rn(v.x, inv[r]), __ldg(nw));
-    v.y = __fmul_rn(__fmul_rn(v.y, inv[r]), __ldg(nw + 1));
-    v.z = __fmul_rn(__fmul_rn(v.z, inv[r]), __ldg(nw + 2));
-    v.w = __fmul_rn(__fmul_rn(v.w, inv[r]), __ldg(nw + 3));
-    xs4[e] = v;
+    xs4[e] = rms_scale4(xs4[e], inv[r],
+                        make_float4(__ldg(nw), __ldg(nw + 1), __ldg(nw + 2), __ldg(nw + 3)));
   }
   __syncthreads();
 }

@@ -114,22 +114,18 @@ __device__ void stage_x(const BlockParams &p, float *xs, const float4 (&nw)[kNor
   float ss = 0.f;
   for (int64_t kk = 4 * (int64_t)threadIdx.x; kk < D; kk += 4 * kThreads) {
     const float4 v = *reinterpret_cast<const float4 *>(p.x + kk);
-    ss = fmaf(v.x, v.x, ss), ss = fmaf(v.y, v.y, ss), ss = fmaf(v.z, v.z, ss);
-    ss = fmaf(v.w, v.w, ss);
+    ss = sum_sq4(v, ss);
     *reinterpret_cast<float4 *>(xs + sidx<VEC>(kk, nch, true)) = v;
   }
   const float iv = block_inv_rms(ss, part, kWarps, (float)D, p.eps);
   int u = 0;  // each thread norms the slots it stored: no barrier between
   for (int64_t kk = 4 * (int64_t)threadIdx.x; kk < D; kk += 4 * kThreads, u++) {
     float4 *d = reinterpret_cast<float4 *>(xs + sidx<VEC>(kk, nch, true));
-    float4 v = *d;
     static_assert(kNormLoads == 2, "the picks below");  // static indices: nw in registers
     const float4 w = u == 0   ? nw[0]
                      : u == 1 ? nw[1]
                               : __ldg(reinterpret_cast<const float4 *>(p.norm + kk));
-    v.x = __fmul_rn(__fmul_rn(v.x, iv), w.x), v.y = __fmul_rn(__fmul_rn(v.y, iv), w.y);
-    v.z = __fmul_rn(__fmul_rn(v.z, iv), w.z), v.w = __fmul_rn(__fmul_rn(v.w, iv), w.w);
-    *d = v;
+    *d = rms_scale4(*d, iv, w);
   }
   __syncthreads();
 }

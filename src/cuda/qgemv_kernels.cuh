@@ -1,11 +1,12 @@
 // The kernels of src/cuda/qgemv.cu (design notes there): the quantised GEMV
 // for M <= 8 and the row dequantiser behind QGET_ROWS and the prefill path.
 // Kept apart from the launchers so that they depend on nothing but
-// ggml_blocks.cuh and CUDA built-ins.
+// ggml_blocks.cuh, cuda_common.cuh's device helpers and CUDA built-ins.
 #pragma once
 
 #include <stdint.h>
 
+#include "cuda_common.cuh"
 #include "ggml_blocks.cuh"
 #include "pdl.cuh"
 #include "swiglu.cuh"
@@ -203,8 +204,7 @@ __device__ __forceinline__ void stage_x1(const float *__restrict__ x, int k, boo
       v = make_float4(silu_mul(v.x, up.x), silu_mul(v.y, up.y), silu_mul(v.z, up.z),
                       silu_mul(v.w, up.w));
     }
-    ss = fmaf(v.x, v.x, ss), ss = fmaf(v.y, v.y, ss);
-    ss = fmaf(v.z, v.z, ss), ss = fmaf(v.w, v.w, ss);
+    ss = sum_sq4(v, ss);
     const int j = 4 * i;
     *reinterpret_cast<float4 *>(xs + (j / ggml::kUnit) * kXSkew + j % ggml::kUnit) = v;
   }
@@ -215,13 +215,7 @@ __device__ __forceinline__ void stage_x1(const float *__restrict__ x, int k, boo
     for (int i = threadIdx.x; i < n4; i += blockDim.x) {
       const int j = 4 * i;
       float4 *p = reinterpret_cast<float4 *>(xs + (j / ggml::kUnit) * kXSkew + j % ggml::kUnit);
-      const float4 g = __ldg(g4 + i);
-      float4 v = *p;
-      v.x = __fmul_rn(__fmul_rn(v.x, iv), g.x);
-      v.y = __fmul_rn(__fmul_rn(v.y, iv), g.y);
-      v.z = __fmul_rn(__fmul_rn(v.z, iv), g.z);
-      v.w = __fmul_rn(__fmul_rn(v.w, iv), g.w);
-      *p = v;
+      *p = rms_scale4(*p, iv, __ldg(g4 + i));
     }
   }
   __syncthreads();

@@ -749,15 +749,14 @@ WtDev g_wt[kWtMaxDevices];
 int wt_target(int dev) {
   WtDev &d = g_wt[dev];
   std::call_once(d.once, [&d, dev] {
-    int sms = 0, per_sm = 0;
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, wt_part_kernel<true, 4>,
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, wt_part_kernel<true, 4>,
                                                       TOPK_THREADS, 0) != cudaSuccess) {
       cudaGetLastError();
-      sms = 132, per_sm = 2;
+      per_sm = 2;
     }
     if (per_sm < 1) per_sm = 1;
-    d.target = sms * per_sm;
+    d.target = sm_count(dev) * per_sm;
   });
   return d.target > 0 ? d.target : 264;
 }
