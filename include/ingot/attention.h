@@ -90,6 +90,19 @@ ingot_tensor *ingot_rope_kv_attention(const ingot_tensor *q, const ingot_tensor 
                                       const ingot_tensor *inv_freq, const ingot_rope_kv_options *o,
                                       ingot_tensor *k_cache, ingot_tensor *v_cache, double scale);
 
+/* The decode step's q|k|v product, rope, cache write and attention in one
+ * op: exactly ingot_attention_cached(ingot_qmatmul_rope_kv(x, w, ggml_type,
+ * cols, pos, inv_freq, o, k_cache, v_cache), k_cache, v_cache, pos, scale),
+ * with both ops' argument rules. Returns the attention output float32 [T,
+ * Hq, D]. On CUDA for T = 1 and few heads (8 Hq blocks fit on the SMs) one
+ * kernel: each head's cluster makes its q, k and v rows itself. */
+ingot_tensor *ingot_qmatmul_rope_kv_attention(const ingot_tensor *x, const ingot_tensor *w,
+                                              int ggml_type, int64_t cols, const ingot_tensor *pos,
+                                              const ingot_tensor *inv_freq,
+                                              const ingot_qkv_rope_options *o,
+                                              ingot_tensor *k_cache, ingot_tensor *v_cache,
+                                              double scale);
+
 #ifdef __cplusplus
 }
 #endif

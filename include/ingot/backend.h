@@ -152,6 +152,7 @@ extern "C" {
   X(ROPE_KV_WRITE, "rope_kv_write")                                                        \
   X(QMATMUL_ROPE_KV, "qmatmul_rope_kv")                                                    \
   X(ROPE_KV_ATTENTION, "rope_kv_attention")                                                \
+  X(QMATMUL_ROPE_KV_ATTENTION, "qmatmul_rope_kv_attention")                                \
   X(SAMPLE_TOKENS, "sample_tokens")                                                        \
   /* mixture of experts (src/core/ops_moe.c) */                                            \
   X(MOE_ROUTE, "moe_route")                                                                \

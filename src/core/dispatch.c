@@ -104,8 +104,10 @@ const char *ingot_device_kind_name(ingot_device_kind kind) {
 const char *ingot_device_str(ingot_device dev, char *buf, size_t len) {
   const char *name = ingot_device_kind_name(dev.kind);
   if (!name) name = "unknown";
-  if (dev.kind == INGOT_DEVICE_CPU) snprintf(buf, len, "cpu");
-  else snprintf(buf, len, "%s:%d", name, dev.index);
+  if (dev.kind == INGOT_DEVICE_CPU)
+    snprintf(buf, len, "cpu");
+  else
+    snprintf(buf, len, "%s:%d", name, dev.index);
   return buf;
 }
 
@@ -180,7 +182,7 @@ static atomic_uchar warned[INGOT_OP_COUNT];
 static bool out_prefilled(ingot_op op) {
   return op == INGOT_OP_SCATTER || op == INGOT_OP_SCATTER_ADD || op == INGOT_OP_INDEX_PUT ||
          op == INGOT_OP_KV_CACHE_WRITE || op == INGOT_OP_ROPE_KV_WRITE ||
-         op == INGOT_OP_ROPE_KV_ATTENTION;
+         op == INGOT_OP_ROPE_KV_ATTENTION || op == INGOT_OP_QMATMUL_ROPE_KV_ATTENTION;
 }
 
 static ingot_status run_on_cpu(ingot_op_args *a, ingot_device dev, const ingot_backend *be) {
@@ -204,8 +206,8 @@ static ingot_status run_on_cpu(ingot_op_args *a, ingot_device dev, const ingot_b
     if (!d || st != INGOT_OK) continue;
     /* Outputs with content or a strided layout travel as their storage span. */
     span[o] = out_prefilled(a->op) || !ingot_is_contiguous(d);
-    c.out[o] = span[o] ? tensor_host_span(d, &lo[o])
-                       : tensor_new(d->ndim, d->shape, d->dtype, INGOT_CPU);
+    c.out[o] =
+        span[o] ? tensor_host_span(d, &lo[o]) : tensor_new(d->ndim, d->shape, d->dtype, INGOT_CPU);
     if (!c.out[o]) st = ingot_last_status();
   }
   if (st == INGOT_OK) st = cpu->kernels[a->op](&c);
@@ -231,8 +233,10 @@ ingot_status dispatch(ingot_op_args *a) {
   if (be->kernels[a->op]) return be->kernels[a->op](a);
   const ingot_backend *cpu = ingot_backend_get(INGOT_DEVICE_CPU);
   if (dev.kind == INGOT_DEVICE_CPU || !cpu->kernels[a->op])
-    return ingot_set_error(INGOT_ERR_UNSUPPORTED, "operator '%s' is not implemented for the %s "
-                           "device", ingot_op_name(a->op), be->name);
+    return ingot_set_error(INGOT_ERR_UNSUPPORTED,
+                           "operator '%s' is not implemented for the %s "
+                           "device",
+                           ingot_op_name(a->op), be->name);
   if (!fallback_enabled())
     return ingot_set_error(INGOT_ERR_UNSUPPORTED,
                            "operator '%s' is not implemented for the %s device; set "

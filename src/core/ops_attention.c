@@ -390,16 +390,16 @@ ingot_status rope_kv_attention_compose(ingot_op_args *a) {
  * float32 [T, Hq, D] (fresh), out[1] = k_cache, out[2] = v_cache (written
  * in place, as ROPE_KV_WRITE). T > 0. Results: QMATMUL's product into
  * [T, N], then ROPE_KV_WRITE of its column views (qmatmul_rope_kv_compose). */
-ingot_tensor *ingot_qmatmul_rope_kv(const ingot_tensor *x, const ingot_tensor *w, int ggml_type,
-                                    int64_t cols, const ingot_tensor *pos,
-                                    const ingot_tensor *inv_freq, const ingot_qkv_rope_options *o,
-                                    ingot_tensor *k_cache, ingot_tensor *v_cache) {
-  const char *op = "qmatmul_rope_kv";
-  if (!o) return ingot_fail(INGOT_ERR_ARG, "qmatmul_rope_kv: options are NULL");
+static ingot_tensor *qmatmul_rope_kv_op(const char *op, ingot_op code, const ingot_tensor *x,
+                                        const ingot_tensor *w, int ggml_type, int64_t cols,
+                                        const ingot_tensor *pos, const ingot_tensor *inv_freq,
+                                        const ingot_qkv_rope_options *o, ingot_tensor *k_cache,
+                                        ingot_tensor *v_cache, double scale) {
+  if (!o) return ingot_fail(INGOT_ERR_ARG, "%s: options are NULL", op);
   const ingot_rope_kv_options *ro = &o->rope;
   const bool qkn = ro->q_norm || ro->k_norm;
   if (qkn && (!ro->q_norm || !ro->k_norm))
-    return ingot_fail(INGOT_ERR_ARG, "qmatmul_rope_kv: give both q_norm and k_norm, or neither");
+    return ingot_fail(INGOT_ERR_ARG, "%s: give both q_norm and k_norm, or neither", op);
   const ingot_tensor *ts[10] = {x, w, pos, inv_freq, k_cache, v_cache};
   int nts = 6;
   if (o->norm) ts[nts++] = o->norm;
@@ -408,8 +408,8 @@ ingot_tensor *ingot_qmatmul_rope_kv(const ingot_tensor *x, const ingot_tensor *w
   if (!check_tensors(op, nts, ts) || !check_qtable(op, w, ggml_type, cols)) return NULL;
   if (!check_f32(op, "x", x)) return NULL;
   if (x->ndim != 2 || x->shape[1] != cols)
-    return ingot_fail(INGOT_ERR_SHAPE, "qmatmul_rope_kv: x must be [T, %lld], got %d dims",
-                      (long long)cols, x->ndim);
+    return ingot_fail(INGOT_ERR_SHAPE, "%s: x must be [T, %lld], got %d dims", op, (long long)cols,
+                      x->ndim);
   const int64_t T = x->shape[0], N = w->shape[0];
   if (!check_fused(op, o->norm, o->eps, NULL, cols, (int64_t[]){T, N}) ||
       !check_caches(op, k_cache, v_cache) || !check_pos(op, pos, T))
@@ -418,19 +418,25 @@ ingot_tensor *ingot_qmatmul_rope_kv(const ingot_tensor *x, const ingot_tensor *w
   if (!check_rope_opts(op, D, inv_freq, ro)) return NULL;
   if (D <= 0 || N % D || N / D <= 2 * hkv)
     return ingot_fail(INGOT_ERR_SHAPE,
-                      "qmatmul_rope_kv: w has %lld rows, not (Hq + 2 * %lld) * %lld with Hq >= 1 "
+                      "%s: w has %lld rows, not (Hq + 2 * %lld) * %lld with Hq >= 1 "
                       "(q, k, v heads of the caches' head_dim)",
-                      (long long)N, (long long)hkv, (long long)D);
+                      op, (long long)N, (long long)hkv, (long long)D);
   const int64_t hq = N / D - 2 * hkv, qshape[3] = {T, hq, D};
   const ingot_tensor *ar = o->arrivals;
   if (ar &&
       (ar->dtype != INGOT_I32 || ar->ndim != 1 || ar->shape[0] < N / D || !ingot_is_contiguous(ar)))
     return ingot_fail(INGOT_ERR_SHAPE,
-                      "qmatmul_rope_kv: 'arrivals' must be contiguous int32 [>= %lld] (one counter "
+                      "%s: 'arrivals' must be contiguous int32 [>= %lld] (one counter "
                       "a q, k or v head)",
-                      (long long)(N / D));
+                      op, (long long)(N / D));
+  if (code == INGOT_OP_QMATMUL_ROPE_KV_ATTENTION) { /* attention_cached's rules on the roped q */
+    if (hq % hkv)
+      return ingot_fail(INGOT_ERR_SHAPE, "%s: %lld query heads are not a multiple of %lld kv heads",
+                        op, (long long)hq, (long long)hkv);
+    if (!(scale == scale)) return ingot_fail(INGOT_ERR_ARG, "%s: scale is NaN", op);
+  }
   if (T == 0) return tensor_new(3, qshape, INGOT_F32, x->device);
-  ingot_op_args a = {.op = INGOT_OP_QMATMUL_ROPE_KV, .nin = 8, .nout = 3};
+  ingot_op_args a = {.op = code, .nin = 8, .nout = 3};
   ingot_tensor *tmp[7] = {contig(op, x), contig(op, w), o->norm ? contig(op, o->norm) : NULL};
   rope_inputs(op, pos, inv_freq, ro, tmp + 3);
   bool ok = tmp[0] && tmp[1] && (tmp[2] || !o->norm) && tmp[3] && tmp[4] && (tmp[5] || !qkn) &&
@@ -442,6 +448,7 @@ ingot_tensor *ingot_qmatmul_rope_kv(const ingot_tensor *x, const ingot_tensor *w
   a.iarg[2] = ro->neox;
   a.farg[0] = o->eps;
   a.farg[1] = ro->eps;
+  a.farg[2] = scale;
   a.out[1] = k_cache;
   a.out[2] = v_cache;
   ingot_tensor *r = NULL;
@@ -454,6 +461,28 @@ ingot_tensor *ingot_qmatmul_rope_kv(const ingot_tensor *x, const ingot_tensor *w
   }
   for (int i = 0; i < 7; i++) ingot_release(tmp[i]);
   return r ? r : fail_in(op);
+}
+
+ingot_tensor *ingot_qmatmul_rope_kv(const ingot_tensor *x, const ingot_tensor *w, int ggml_type,
+                                    int64_t cols, const ingot_tensor *pos,
+                                    const ingot_tensor *inv_freq, const ingot_qkv_rope_options *o,
+                                    ingot_tensor *k_cache, ingot_tensor *v_cache) {
+  return qmatmul_rope_kv_op("qmatmul_rope_kv", INGOT_OP_QMATMUL_ROPE_KV, x, w, ggml_type, cols, pos,
+                            inv_freq, o, k_cache, v_cache, 0);
+}
+
+/* QMATMUL_ROPE_KV_ATTENTION: QMATMUL_ROPE_KV's inputs, arguments and caches,
+ * farg[2] = scale; out[0] = the attention output float32 [T, Hq, D]
+ * (fresh). Results: QMATMUL_ROPE_KV into a roped q, then ATTENTION_CACHED
+ * of it (qmatmul_rope_kv_attention_compose). */
+ingot_tensor *ingot_qmatmul_rope_kv_attention(const ingot_tensor *x, const ingot_tensor *w,
+                                              int ggml_type, int64_t cols, const ingot_tensor *pos,
+                                              const ingot_tensor *inv_freq,
+                                              const ingot_qkv_rope_options *o,
+                                              ingot_tensor *k_cache, ingot_tensor *v_cache,
+                                              double scale) {
+  return qmatmul_rope_kv_op("qmatmul_rope_kv_attention", INGOT_OP_QMATMUL_ROPE_KV_ATTENTION, x, w,
+                            ggml_type, cols, pos, inv_freq, o, k_cache, v_cache, scale);
 }
 
 ingot_status qmatmul_rope_kv_compose(ingot_op_args *a) {
@@ -489,5 +518,28 @@ ingot_status qmatmul_rope_kv_compose(ingot_op_args *a) {
   }
   for (int i = 0; i < 3; i++) ingot_release(r.in[i]);
   ingot_release(qkv); /* stream-ordered on a device: reused only after this stream's work */
+  return st;
+}
+
+ingot_status qmatmul_rope_kv_attention_compose(ingot_op_args *a) {
+  ingot_tensor *out = a->out[0];
+  const ingot_backend *be =
+      backend_with(out->device, "qmatmul_rope_kv_attention", 2,
+                   (ingot_op[]){INGOT_OP_QMATMUL_ROPE_KV, INGOT_OP_ATTENTION_CACHED});
+  if (!be) return ingot_last_status();
+  ingot_tensor *q = tensor_new(3, out->shape, INGOT_F32, out->device); /* the roped q */
+  if (!q) return ingot_last_status();
+  ingot_op_args r = *a;
+  r.op = INGOT_OP_QMATMUL_ROPE_KV;
+  r.out[0] = q;
+  ingot_status st = be->kernels[INGOT_OP_QMATMUL_ROPE_KV](&r);
+  if (!st) {
+    ingot_op_args c = {.op = INGOT_OP_ATTENTION_CACHED, .nin = 4, .nout = 1};
+    c.in[0] = q, c.in[1] = a->out[1], c.in[2] = a->out[2], c.in[3] = a->in[3];
+    c.farg[0] = a->farg[2];
+    c.out[0] = out;
+    st = be->kernels[INGOT_OP_ATTENTION_CACHED](&c);
+  }
+  ingot_release(q); /* stream-ordered on a device: reused only after this stream's work */
   return st;
 }

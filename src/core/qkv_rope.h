@@ -14,6 +14,8 @@ extern "C" {
 ingot_status qmatmul_rope_kv_compose(ingot_op_args *a);
 /* ROPE_KV_ATTENTION: ROPE_KV_WRITE into a roped-q scratch, then ATTENTION_CACHED. */
 ingot_status rope_kv_attention_compose(ingot_op_args *a);
+/* QMATMUL_ROPE_KV_ATTENTION: QMATMUL_ROPE_KV into a roped-q scratch, then ATTENTION_CACHED. */
+ingot_status qmatmul_rope_kv_attention_compose(ingot_op_args *a);
 
 #ifdef __cplusplus
 }

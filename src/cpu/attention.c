@@ -183,4 +183,5 @@ void cpu_register_attention(ingot_backend *be) {
   be->kernels[INGOT_OP_QMATMUL_ROPE_KV] = qmatmul_rope_kv_compose;
   /* rope_kv_write then attention_cached: exactly the two ops' results */
   be->kernels[INGOT_OP_ROPE_KV_ATTENTION] = rope_kv_attention_compose;
+  be->kernels[INGOT_OP_QMATMUL_ROPE_KV_ATTENTION] = qmatmul_rope_kv_attention_compose;
 }

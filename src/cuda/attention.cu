@@ -32,6 +32,7 @@
 
 #include "../core/qkv_rope.h"
 #include "cuda_common.cuh"
+#include "ggml_blocks.cuh"
 #define PDL_FAMILY "attn"  // INGOT_NO_PDL=attn turns this file's PDL off
 #include "pdl.cuh"
 
@@ -142,6 +143,19 @@ struct RkvParams {
   float eps;
   bool neox;
 };
+
+// QMATMUL_ROPE_KV_ATTENTION's product (T = 1): the raw q|k|v rows of a head
+// come from W [(Hq + 2 Hkv) D rows of rs bytes, a GGML type] times x [k]
+// (RMS-normed with norm when given) instead of from R.src.
+struct QkvParams {
+  const uint8_t *w;
+  int64_t rs;
+  const float *x, *norm;
+  float eps;  // of norm
+  int k;
+};
+const int kQkvMaxK = 8192;  // x staged in dynamic shared memory: 32 KiB
+const int kQkvRows = 96;    // rows a block computes: 3 D / kCluster, D <= 256
 
 // Head x (D values, unit stride) staged into y by one warp, RMS-normed with
 // weights w when given (the products of rms_norm_kernel).
@@ -387,23 +401,44 @@ __device__ __forceinline__ float score_weight(float s, float mn) {
 // first one's block writes the row to kw, vw (the others compute the same
 // bits for their own use). Bad positions: nothing written, the clamped row
 // read from the cache, q roped at the raw position, as the two kernels.
-template <class C, int V, bool ROPE, int NT>
+// QT >= 0 (QMATMUL_ROPE_KV_ATTENTION, with ROPE): the raw q, k, v heads are
+// the cluster's own product first: the 3 D rows of W that make q head h and
+// k, v head h / (Hq / Hkv) split over the cluster's blocks (a warp a row,
+// x staged and normed in shared memory, the rows' weights prefetched into
+// L2 while the kernel before drains), shared through distributed shared
+// memory; each block then gathers the heads it needs.
+template <class C, int V, bool ROPE, int NT, int QT = -1>
 __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT)
     attn_cluster_kernel(const float *__restrict__ q, const C *__restrict__ kc,
                         const C *__restrict__ vc, const int32_t *__restrict__ pos,
                         float *__restrict__ out, int Hq, int Hkv, int D, int ctx, int lr,
-                        float scale, RkvParams R, C *kw, C *vw) {
+                        float scale, RkvParams R, C *kw, C *vw, QkvParams Q) {
   __shared__ float sc[kTile];             // scores of the block's current tile
   __shared__ float part[NT * kLaneVals];  // sums of p v of each lane group [group][D]
   __shared__ float acc[256];              // the block's sum of p v (read by the cluster)
   __shared__ float stat[2];               // the block's max score, sum of p
   __shared__ float rq[ROPE ? 256 : 1], rk[ROPE ? 256 : 1], rv[ROPE ? 256 : 1];  // roped q; row pos
+  extern __shared__ float xs[];                                                 // QT: x [k], normed
+  __shared__ float ys[QT >= 0 ? kQkvRows : 1];  // QT: this block's rows of q | k | v
+  __shared__ float red[QT >= 0 ? NT / 32 : 1];  // QT: the norm's block sum
   cg::cluster_group cluster = cg::this_cluster();
   const int r = (int)cluster.block_rank(), h = blockIdx.y, t = blockIdx.z;
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  // QT: rows [j0, j1) of the 3 D (q head h, k and v of its kv head); grow(j)
+  // is row j's index in W.
+  const int rpb = (3 * D + kCluster - 1) / kCluster, j0 = min(r * rpb, 3 * D),
+            j1 = min(j0 + rpb, 3 * D), kvh0 = h / (Hq / Hkv);
+  auto grow = [&](int j) -> int64_t {
+    return j < D ? (int64_t)h * D + j
+                 : (int64_t)(j < 2 * D ? Hq + kvh0 : Hq + Hkv + kvh0) * D + j % D;
+  };
   if constexpr (ROPE) {  // the prologue's weights, while the kernel before drains
     if (w < 2 && R.w[w]) warp_prefetch_l2(R.w[w], (int64_t)D * 4, lane);
     if (w == 2) warp_prefetch_l2(R.inv, (int64_t)D / 2 * 8, lane);
+  }
+  if constexpr (QT >= 0) {
+    for (int j = j0 + w; j < j1; j += NT / 32) warp_prefetch_l2(Q.w + grow(j) * Q.rs, Q.rs, lane);
+    if (w == NT / 32 - 1 && Q.norm) warp_prefetch_l2(Q.norm, (int64_t)Q.k * 4, lane);
   }
   pdl_wait();  // q, the caches and pos come from earlier kernels
   pdl_launch_dependents();
@@ -430,10 +465,50 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT)
       load_rows<C, V, true, false>(kc + first, rs, grp, ngrp, nt, sub, lr, nv, x, jnew, rk);
       prev = prek = true;
     }
+    if constexpr (QT >= 0) {
+      float ss = 0.f;
+      for (int i = threadIdx.x; i < Q.k; i += NT) {
+        const float v = Q.x[i];
+        xs[i] = v;
+        ss = fmaf(v, v, ss);
+      }
+      if (Q.norm) {  // uniform
+        const float inv = block_inv_rms(ss, red, NT / 32, (float)Q.k, Q.eps);
+        for (int i = threadIdx.x; i < Q.k; i += NT)
+          xs[i] = __fmul_rn(__fmul_rn(xs[i], inv), Q.norm[i]);
+      }
+      __syncthreads();
+      const int units = (Q.k + ggml::kUnit - 1) / ggml::kUnit;
+      for (int j = j0 + w; j < j1; j += NT / 32) {  // a warp a row, lanes over its units
+        const uint8_t *row = Q.w + grow(j) * Q.rs;
+        float s = 0.f;
+        for (int u = lane; u < units; u += 32) {
+          float v[ggml::kUnit];
+          ggml::decode_unit<QT>(row, u, Q.k, true, v);
+          const float *xu = xs + u * ggml::kUnit;
+          const int cnt = min(ggml::kUnit, Q.k - u * ggml::kUnit);
+#pragma unroll
+          for (int i = 0; i < ggml::kUnit; i++)
+            if (i < cnt) s = fmaf(v[i], xu[i], s);
+        }
+        s = warp_sum(s);
+        if (lane == 0) ys[j - j0] = s;
+      }
+      cluster.sync();  // every block's rows visible to the cluster
+    }
     if (w == 0 || (holds && w < 3)) {
       float *y = w == 0 ? rq : w == 1 ? rk : rv;
-      stage_norm(R.src[w] + (int64_t)(w == 0 ? h : kvh) * R.hs[w], w < 2 ? R.w[w] : nullptr, y, D,
-                 R.eps, lane);
+      if constexpr (QT >= 0) {  // gather the raw head from the blocks that made it
+        for (int i = lane; i < D; i += 32) {
+          const int c = w * D + i;
+          y[i] = *cluster.map_shared_rank(&ys[c % rpb], c / rpb);
+        }
+        __syncwarp();
+        stage_norm(y, w < 2 ? R.w[w] : nullptr, y, D, R.eps, lane);
+      } else {
+        stage_norm(R.src[w] + (int64_t)(w == 0 ? h : kvh) * R.hs[w], w < 2 ? R.w[w] : nullptr, y, D,
+                   R.eps, lane);
+      }
       __syncwarp();
       const bool writer = holds && h % (Hq / Hkv) == 0;
       const int64_t crow = ((int64_t)p * Hkv + kvh) * D;
@@ -582,7 +657,7 @@ void launch_cluster(const float *q, const void *kc, const void *vc, const int32_
   const bool wide = (int64_t)kCluster * Hq * T <= sm_count(dev);
 #define LAUNCH_NT(VV, RR, NT)                                                                      \
   launch_pdl(attn_cluster_kernel<C, VV, RR, NT>, grid, dim3(NT), 0, s, q, k, v, pos, out, Hq, Hkv, \
-             D, ctx, lr, scale, P, kw, vw)
+             D, ctx, lr, scale, P, kw, vw, QkvParams{})
 #define LAUNCH_CLUSTER(VV, RR)     \
   do {                             \
     if (wide)                      \
@@ -600,6 +675,33 @@ void launch_cluster(const float *q, const void *kc, const void *vc, const int32_
     LAUNCH_CLUSTER(1, false);
 #undef LAUNCH_CLUSTER
 #undef LAUNCH_NT
+}
+
+// QMATMUL_ROPE_KV_ATTENTION's one launch (T = 1, vector rows, 256 threads):
+// false (nothing launched) for a type without an instantiation.
+template <class C>
+bool launch_qkv_cluster(int type, const QkvParams &Q, const void *kc, const void *vc,
+                        const int32_t *pos, float *out, int Hq, int Hkv, int D, int ctx,
+                        float scale, cudaStream_t s, const RkvParams &P) {
+  const C *k = (const C *)kc, *v = (const C *)vc;
+  const dim3 grid((unsigned)kCluster, (unsigned)Hq, 1);
+  const int lr = cluster_lanes(D, 4);
+  const size_t smem = (size_t)Q.k * sizeof(float);
+#define LAUNCH_QKV(QT)                                                                            \
+  case QT:                                                                                        \
+    launch_pdl(attn_cluster_kernel<C, 4, true, 256, QT>, grid, dim3(256), smem, s, nullptr, k, v, \
+               pos, out, Hq, Hkv, D, ctx, lr, scale, P, (C *)kc, (C *)vc, Q);                     \
+    return true;
+  switch (type) {  // the block types of attention weights in common GGUF files
+    LAUNCH_QKV(INGOT_GGML_Q4_0)
+    LAUNCH_QKV(INGOT_GGML_Q4_1)
+    LAUNCH_QKV(INGOT_GGML_Q8_0)
+    LAUNCH_QKV(INGOT_GGML_Q4_K)
+    LAUNCH_QKV(INGOT_GGML_Q6_K)
+    default:
+      return false;
+  }
+#undef LAUNCH_QKV
 }
 
 // Whether attention_cached runs one attn_cluster_kernel launch: a cluster
@@ -786,6 +888,53 @@ ingot_status k_rope_kv_attention(ingot_op_args *a) {
   return launch_status("rope_kv_attention kernel");
 }
 
+// QMATMUL_ROPE_KV_ATTENTION (contract in src/core/ops_attention.c): T = 1
+// on the cluster path with 256-thread blocks (8 x Hq blocks fit on the
+// SMs), vector cache rows, 16-byte aligned weight rows of a type above and K
+// <= kQkvMaxK: one launch of attn_cluster_kernel with the product and rope
+// prologue. Otherwise, or with INGOT_ATTN_QKV=0 (read per call: A/B), the
+// QMATMUL_ROPE_KV and ATTENTION_CACHED kernels one after the other.
+ingot_status k_qmatmul_rope_kv_attention(ingot_op_args *a) {
+  ingot_tensor *out = a->out[0];
+  ingot_status st = cuda_use_device_of(out);
+  if (st) return st;
+  const int64_t *os = ingot_shape(out), *cs = ingot_shape(a->out[1]);
+  const int T = (int)os[0], Hq = (int)os[1], D = (int)os[2], ctx = (int)cs[0], Hkv = (int)cs[1];
+  const void *kc = ingot_tensor_data(a->out[1]), *vc = ingot_tensor_data(a->out[2]);
+  const uint8_t *w = (const uint8_t *)ingot_tensor_data(a->in[1]);
+  const int64_t rs = ingot_shape(a->in[1])[1], k = a->iarg[1];
+  const bool half = ingot_dtype_of(a->out[1]) == INGOT_F16;
+  const uintptr_t al = half ? 8 : 16;
+  const char *e = getenv("INGOT_ATTN_QKV");
+  const bool want = !(e && *e && atoi(e) == 0);
+  if (!want || T != 1 || !cluster_path(T, D, ctx) ||
+      (int64_t)kCluster * Hq > sm_count(ingot_device_of(out).index) || D % 4 ||
+      (uintptr_t)kc % al || (uintptr_t)vc % al || (uintptr_t)w % 16 || rs % 16 || k > kQkvMaxK ||
+      3 * D > kCluster * kQkvRows)
+    return qmatmul_rope_kv_attention_compose(a);
+  RkvParams P = {};
+  P.pos = (const int32_t *)ingot_tensor_data(a->in[3]);
+  P.inv = (const double *)ingot_tensor_data(a->in[4]);
+  P.w[0] = a->in[5] ? (const float *)ingot_tensor_data(a->in[5]) : nullptr;
+  P.w[1] = a->in[6] ? (const float *)ingot_tensor_data(a->in[6]) : nullptr;
+  P.T = 1, P.Hq = Hq, P.Hkv = Hkv, P.D = D, P.ctx = ctx;
+  P.eps = (float)a->farg[1];
+  P.neox = a->iarg[2] != 0;
+  QkvParams Q = {};
+  Q.w = w, Q.rs = rs, Q.k = (int)k, Q.eps = (float)a->farg[0];
+  Q.x = (const float *)ingot_tensor_data(a->in[0]);
+  Q.norm = a->in[2] ? (const float *)ingot_tensor_data(a->in[2]) : nullptr;
+  cudaStream_t s = stream_of(out);
+  float *o = (float *)ingot_tensor_data(out);
+  const float scale = (float)a->farg[2];
+  const int type = (int)a->iarg[0];
+  const bool launched =
+      half ? launch_qkv_cluster<f16_t>(type, Q, kc, vc, P.pos, o, Hq, Hkv, D, ctx, scale, s, P)
+           : launch_qkv_cluster<float>(type, Q, kc, vc, P.pos, o, Hq, Hkv, D, ctx, scale, s, P);
+  if (!launched) return qmatmul_rope_kv_attention_compose(a);
+  return launch_status("qmatmul_rope_kv_attention kernel");
+}
+
 }  // namespace
 
 extern "C" void cuda_register_attention(ingot_backend *be) {
@@ -794,4 +943,5 @@ extern "C" void cuda_register_attention(ingot_backend *be) {
   be->kernels[INGOT_OP_ATTENTION_CACHED] = k_attention_cached;
   be->kernels[INGOT_OP_ROPE_KV_WRITE] = k_rope_kv_write;
   be->kernels[INGOT_OP_ROPE_KV_ATTENTION] = k_rope_kv_attention;
+  be->kernels[INGOT_OP_QMATMUL_ROPE_KV_ATTENTION] = k_qmatmul_rope_kv_attention;
 }

@@ -1,11 +1,11 @@
 /* The llama/qwen3/qwen3_moe forward over Ingot tensors (forward_dev.h): the same
  * network as llama.c's raw-pointer CPU path, written with ops only
- * (qget_rows, rms_norm, qmatmul, qmatmul_swiglu, qmatmul_rope_kv, rope_kv_attention,
- * attention_cached, swiglu, add; sparse MLPs: forward_moe.c) so it runs on any backend. Positions
- * live in device tensors, so the decode step replays from a captured graph. Few launches a layer:
- * q|k|v and gate|up are one product each (weights stacked at load), q/k/v and gate/up are views of
- * it, rope, the cache write and attention are one op (block-quantised q|k|v: the product, rope and
- * the cache write), and every linear goes through dev_linear_ex (norm in, residual out). */
+ * (qget_rows, rms_norm, qmatmul, qmatmul_swiglu, qmatmul_rope_kv_attention, rope_kv_attention,
+ * swiglu, add; sparse MLPs: forward_moe.c) so it runs on any backend. Positions live in device
+ * tensors, so the decode step replays from a captured graph. Few launches a layer: q|k|v and
+ * gate|up are one product each (weights stacked at load), q/k/v and gate/up are views of it,
+ * rope, the cache write and attention are one op (block-quantised q|k|v: the product too), and
+ * every linear goes through dev_linear_ex (norm in, residual out). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -228,8 +228,8 @@ int dev_float_dtype(int ggml_type) {
 
 /* The attention output [T, heads, head_dim] of x [T, dim] at pos, its k and
  * v rows written into the layer's caches. Stacked block-quantised q|k|v:
- * qmatmul_rope_kv (product, rope and cache write: on CUDA one launch for
- * T = 1), then attention_cached. Stacked float or f8 q|k|v: the normed
+ * qmatmul_rope_kv_attention (product, rope, cache write and attention: on
+ * CUDA one launch for T = 1 and few heads). Stacked float or f8 q|k|v: the normed
  * product (one launch), then rope_kv_attention (rope, cache write and
  * attention: on CUDA one launch for T = 1). Else the norm, three products
  * and rope_kv_attention. */
@@ -241,9 +241,8 @@ static ingot_tensor *attn_out(const ingot_model_config *c, const dev_model *d, c
   if (L->qkv.t && !L->qkv.scale && dev_float_dtype(L->qkv.type) < 0) {
     ingot_qkv_rope_options o = {
         .norm = L->attn_norm, .eps = c->rms_eps, .rope = *ro, .arrivals = d->arrivals};
-    q = ingot_qmatmul_rope_kv(x, L->qkv.t, L->qkv.type, L->qkv.cols, pos, d->inv_freq, &o,
-                              L->k_cache, L->v_cache);
-    return ingot_attention_cached(q, L->k_cache, L->v_cache, pos, scale);
+    return ingot_qmatmul_rope_kv_attention(x, L->qkv.t, L->qkv.type, L->qkv.cols, pos, d->inv_freq,
+                                           &o, L->k_cache, L->v_cache, scale);
   }
   if (L->qkv.t) { /* q, k, v: column views of the product */
     ingot_tensor *qkv = dev_linear_ex(x, &L->qkv, L->attn_norm, c->rms_eps, NULL);
