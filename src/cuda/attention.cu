@@ -153,9 +153,44 @@ struct QkvParams {
   const float *x, *norm;
   float eps;  // of norm
   int k;
+  bool stage;  // the block's rows fit in shared memory (qkv_smem): copied there
 };
-const int kQkvMaxK = 8192;  // x staged in dynamic shared memory: 32 KiB
-const int kQkvRows = 96;    // rows a block computes: 3 D / kCluster, D <= 256
+const int kQkvMaxK = 8192;   // x staged in dynamic shared memory: 32 KiB
+const int kQkvRows = 96;     // rows a block computes: 3 D / kCluster, D <= 256
+const int kQkvSmem = 32768;  // dynamic shared memory for x and, when they fit, the rows
+
+// Bytes of dynamic shared memory of the QT kernel: x (k floats, a 16-byte
+// multiple), then, when stage, the block's rows (rows of rs bytes) and the
+// decoder's slack.
+__host__ __device__ inline int64_t qkv_smem(int k, int rows, int64_t rs, bool stage) {
+  const int64_t xb = ((int64_t)k * 4 + 15) / 16 * 16;
+  return stage ? xb + rows * rs + ggml::kSharedSlack : xb;
+}
+
+// Rows [j0, j1) of the product for one warp (rows j0 + w, j0 + w + nw, ...;
+// lanes over a row's 32-element units), into ys[j - j0]. SH: row j is at
+// base + (j - j0) * rs in shared memory, else at w + grow(j) * rs.
+template <int QT, bool SH, class G>
+__device__ __forceinline__ void qkv_rows(const uint8_t *base, int64_t rs, int k, const float *xs,
+                                         int j0, int j1, int w, int nw, int lane, G grow,
+                                         float *ys) {
+  const int units = (k + ggml::kUnit - 1) / ggml::kUnit;
+  for (int j = j0 + w; j < j1; j += nw) {
+    const uint8_t *row = SH ? base + (int64_t)(j - j0) * rs : base + grow(j) * rs;
+    float s = 0.f;
+    for (int u = lane; u < units; u += 32) {
+      float v[ggml::kUnit];
+      ggml::decode_unit<QT, SH>(row, u, k, true, v);
+      const float *xu = xs + u * ggml::kUnit;
+      const int cnt = min(ggml::kUnit, k - u * ggml::kUnit);
+#pragma unroll
+      for (int i = 0; i < ggml::kUnit; i++)
+        if (i < cnt) s = fmaf(v[i], xu[i], s);
+    }
+    s = warp_sum(s);
+    if (lane == 0) ys[j - j0] = s;
+  }
+}
 
 // Head x (D values, unit stride) staged into y by one warp, RMS-normed with
 // weights w when given (the products of rms_norm_kernel).
@@ -404,8 +439,9 @@ __device__ __forceinline__ float score_weight(float s, float mn) {
 // QT >= 0 (QMATMUL_ROPE_KV_ATTENTION, with ROPE): the raw q, k, v heads are
 // the cluster's own product first: the 3 D rows of W that make q head h and
 // k, v head h / (Hq / Hkv) split over the cluster's blocks (a warp a row,
-// x staged and normed in shared memory, the rows' weights prefetched into
-// L2 while the kernel before drains), shared through distributed shared
+// x staged and normed in shared memory; the rows' weights copied into
+// shared memory (cp.async) while the kernel before drains, or prefetched
+// into L2 when they do not fit: Q.stage), shared through distributed shared
 // memory; each block then gathers the heads it needs.
 template <class C, int V, bool ROPE, int NT, int QT = -1>
 __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT)
@@ -436,8 +472,17 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT)
     if (w < 2 && R.w[w]) warp_prefetch_l2(R.w[w], (int64_t)D * 4, lane);
     if (w == 2) warp_prefetch_l2(R.inv, (int64_t)D / 2 * 8, lane);
   }
-  if constexpr (QT >= 0) {
-    for (int j = j0 + w; j < j1; j += NT / 32) warp_prefetch_l2(Q.w + grow(j) * Q.rs, Q.rs, lane);
+  uint8_t *wsm = reinterpret_cast<uint8_t *>(xs) + qkv_smem(Q.k, 0, 0, false);  // QT, Q.stage
+  if constexpr (QT >= 0) {  // weights only: immutable, so before pdl_wait
+    if (Q.stage) {
+      const int per = (int)(Q.rs / 16), nch = (j1 - j0) * per;
+      for (int c = threadIdx.x; c < nch; c += NT)
+        cp_async16(wsm + (int64_t)c * 16,
+                   Q.w + grow(j0 + c / per) * Q.rs + (int64_t)(c % per) * 16);
+      asm volatile("cp.async.commit_group;" ::: "memory");
+    } else {
+      for (int j = j0 + w; j < j1; j += NT / 32) warp_prefetch_l2(Q.w + grow(j) * Q.rs, Q.rs, lane);
+    }
     if (w == NT / 32 - 1 && Q.norm) warp_prefetch_l2(Q.norm, (int64_t)Q.k * 4, lane);
   }
   pdl_wait();  // q, the caches and pos come from earlier kernels
@@ -477,23 +522,12 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT)
         for (int i = threadIdx.x; i < Q.k; i += NT)
           xs[i] = __fmul_rn(__fmul_rn(xs[i], inv), Q.norm[i]);
       }
-      __syncthreads();
-      const int units = (Q.k + ggml::kUnit - 1) / ggml::kUnit;
-      for (int j = j0 + w; j < j1; j += NT / 32) {  // a warp a row, lanes over its units
-        const uint8_t *row = Q.w + grow(j) * Q.rs;
-        float s = 0.f;
-        for (int u = lane; u < units; u += 32) {
-          float v[ggml::kUnit];
-          ggml::decode_unit<QT>(row, u, Q.k, true, v);
-          const float *xu = xs + u * ggml::kUnit;
-          const int cnt = min(ggml::kUnit, Q.k - u * ggml::kUnit);
-#pragma unroll
-          for (int i = 0; i < ggml::kUnit; i++)
-            if (i < cnt) s = fmaf(v[i], xu[i], s);
-        }
-        s = warp_sum(s);
-        if (lane == 0) ys[j - j0] = s;
-      }
+      if (Q.stage) asm volatile("cp.async.wait_all;" ::: "memory");
+      __syncthreads();  // x and the staged rows visible to the block
+      if (Q.stage)
+        qkv_rows<QT, true>(wsm, Q.rs, Q.k, xs, j0, j1, w, NT / 32, lane, grow, ys);
+      else
+        qkv_rows<QT, false>(Q.w, Q.rs, Q.k, xs, j0, j1, w, NT / 32, lane, grow, ys);
       cluster.sync();  // every block's rows visible to the cluster
     }
     if (w == 0 || (holds && w < 3)) {
@@ -686,7 +720,7 @@ bool launch_qkv_cluster(int type, const QkvParams &Q, const void *kc, const void
   const C *k = (const C *)kc, *v = (const C *)vc;
   const dim3 grid((unsigned)kCluster, (unsigned)Hq, 1);
   const int lr = cluster_lanes(D, 4);
-  const size_t smem = (size_t)Q.k * sizeof(float);
+  const size_t smem = (size_t)qkv_smem(Q.k, (3 * D + kCluster - 1) / kCluster, Q.rs, Q.stage);
 #define LAUNCH_QKV(QT)                                                                            \
   case QT:                                                                                        \
     launch_pdl(attn_cluster_kernel<C, 4, true, 256, QT>, grid, dim3(256), smem, s, nullptr, k, v, \
@@ -922,6 +956,7 @@ ingot_status k_qmatmul_rope_kv_attention(ingot_op_args *a) {
   P.neox = a->iarg[2] != 0;
   QkvParams Q = {};
   Q.w = w, Q.rs = rs, Q.k = (int)k, Q.eps = (float)a->farg[0];
+  Q.stage = qkv_smem(Q.k, (3 * D + kCluster - 1) / kCluster, rs, true) <= kQkvSmem;
   Q.x = (const float *)ingot_tensor_data(a->in[0]);
   Q.norm = a->in[2] ? (const float *)ingot_tensor_data(a->in[2]) : nullptr;
   cudaStream_t s = stream_of(out);

@@ -159,6 +159,13 @@ __device__ __forceinline__ float4 rms_scale4(float4 v, float iv, float4 g) {
                      __fmul_rn(__fmul_rn(v.z, iv), g.z), __fmul_rn(__fmul_rn(v.w, iv), g.w));
 }
 
+// 16 bytes from global memory to shared memory without registers (cp.async:
+// both 16-byte aligned); complete after cp.async.wait_all / wait_group.
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
+  const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+}
+
 // Grid-stride launch sizing: enough blocks to fill the GPU, never more than needed.
 static inline unsigned grid_for(int64_t n, int threads) {
   int64_t blocks = (n + threads - 1) / threads;

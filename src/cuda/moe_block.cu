@@ -231,11 +231,6 @@ __host__ __device__ inline Layout layout(int64_t D, int64_t I, int E, int k, int
   return L;
 }
 
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
-  const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
-}
-
 // The k choices of the E logits in ls (every thread): key ranks (each
 // thread counts the keys above its logits': the same order as
 // route_warp_keys, all threads at once) for E <= kRankE, else the routing
