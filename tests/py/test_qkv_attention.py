@@ -17,7 +17,9 @@ ops) weights, rows padded to 16 bytes as the model uploads them; heads 9/3
 (SmolLM2), 4/4, 16/2 and 32/4 (256 blocks: the two ops); head_dim 64, 80,
 128 and 66 (not a multiple of 4: the two ops); q/k norms and the attention
 norm on and off; neox and not; float32 and float16 caches; positions 0, 3,
-past a block's share of rows, ctx - 1 and outside [0, ctx); graph replays.
+past a block's share of rows, ctx - 1 and outside [0, ctx); rows of up to
+576 or 768 columns (a block's rows staged in shared memory), 8192 (read
+through L2) and 8224 (past the one-launch limit: the two ops); graph replays.
 """
 import ctypes
 
@@ -26,7 +28,7 @@ import pytest
 
 from cuda_diff import CUDA, needs_cuda, to_device
 from ingot_ctypes import D, I, I64, IngotError, P, call, lib, sig, tensor, to_numpy
-from nn_cases import seed
+from nn_cases import pad16, pad_rows, qtable, seed
 from test_qmatmul_rope_kv import QkvRopeOpts, close, inv_freq, make, opts
 
 sig("ingot_qmatmul_rope_kv_attention", P, P, P, I, I64, P, P, ctypes.POINTER(QkvRopeOpts), P, P,
@@ -147,6 +149,23 @@ def test_cuda_qkv_attention(name, neox, hq, hkv, dh, qk_norm, monkeypatch):
         inv = inv_freq(dh, llama3=cache_dt == np.float16)
         for p in (0, 3, 1100, ctx - 1):  # 1100: past a cluster block's 256 rows
             cuda_checks(c, p, inv, neox, 1.0 / np.sqrt(dh), monkeypatch)
+
+
+@needs_cuda
+@pytest.mark.parametrize("blocks", [256, 257])
+def test_cuda_qkv_attention_long_rows(blocks, monkeypatch):
+    """Q8_0 rows of 8192 columns: a block's 24 rows (209 KB) do not fit in
+    shared memory, so they are read through L2; 8224 columns: the two ops."""
+    rng = np.random.default_rng(seed("longrows", blocks))
+    hq, hkv, dh, ctx = 9, 3, 64, 300
+    tid, cols, wq, w64 = qtable("Q8_0", (hq + 2 * hkv) * dh, blocks, rng)
+    c = dict(tid=tid, cols=cols, wq=pad_rows(wq, pad16(wq.shape[1]), rng), w64=w64,
+             x=rng.standard_normal((1, cols)).astype(np.float32),
+             norm=(rng.standard_normal(cols) * 0.2 + 1).astype(np.float32), qkn=None,
+             kc=rng.standard_normal((ctx, hkv, dh)).astype(np.float32),
+             vc=rng.standard_normal((ctx, hkv, dh)).astype(np.float32), hq=hq, hkv=hkv, dh=dh)
+    for p in (0, 150, ctx - 1):
+        cuda_checks(c, p, inv_freq(dh, False), True, 0.125, monkeypatch)
 
 
 @needs_cuda
