@@ -444,7 +444,7 @@ __device__ __forceinline__ float score_weight(float s, float mn) {
 // into L2 when they do not fit: Q.stage), shared through distributed shared
 // memory; each block then gathers the heads it needs.
 template <class C, int V, bool ROPE, int NT, int QT = -1>
-__global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT)
+__global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ? 1 : 0)
     attn_cluster_kernel(const float *__restrict__ q, const C *__restrict__ kc,
                         const C *__restrict__ vc, const int32_t *__restrict__ pos,
                         float *__restrict__ out, int Hq, int Hkv, int D, int ctx, int lr,
