@@ -35,6 +35,7 @@
 #include "ggml_blocks.cuh"
 #define PDL_FAMILY "attn"  // INGOT_NO_PDL=attn turns this file's PDL off
 #include "pdl.cuh"
+#include "qgemv_stage.cuh"
 
 namespace cg = cooperative_groups;
 
@@ -155,39 +156,37 @@ struct QkvParams {
   int k;
   bool stage;  // the block's rows fit in shared memory (qkv_smem): copied there
 };
-const int kQkvMaxK = 8192;   // x staged in dynamic shared memory: 32 KiB
+const int kQkvMaxK = 7168;   // x staged in dynamic shared memory (kXSkew layout): <= 32 KiB
 const int kQkvRows = 96;     // rows a block computes: 3 D / kCluster, D <= 256
 const int kQkvSmem = 32768;  // dynamic shared memory for x and, when they fit, the rows
 
-// Bytes of dynamic shared memory of the QT kernel: x (k floats, a 16-byte
-// multiple), then, when stage, the block's rows (rows of rs bytes) and the
-// decoder's slack.
+// Bytes of dynamic shared memory of the QT kernel: x (qgemv's kXSkew layout,
+// a 16-byte multiple), then, when stage, the block's rows (rows of rs bytes)
+// and the decoder's slack.
 __host__ __device__ inline int64_t qkv_smem(int k, int rows, int64_t rs, bool stage) {
-  const int64_t xb = ((int64_t)k * 4 + 15) / 16 * 16;
+  const int64_t xb = (int64_t)(k + ggml::kUnit - 1) / ggml::kUnit * qgemv::kXSkew * 4;
   return stage ? xb + rows * rs + ggml::kSharedSlack : xb;
 }
 
 // Rows [j0, j1) of the product for one warp (rows j0 + w, j0 + w + nw, ...;
-// lanes over a row's 32-element units), into ys[j - j0]. SH: row j is at
-// base + (j - j0) * rs in shared memory, else at w + grow(j) * rs.
+// lanes over a row's 32-element units, k a multiple of 32), into ys[j - j0].
+// xs: x in qgemv's skewed layout (float4 reads without bank conflicts; plain
+// units 32 floats apart put every lane on one bank). SH: row j is at base +
+// (j - j0) * rs in shared memory, else at w + grow(j) * rs. Sums as qgemv's.
 template <int QT, bool SH, class G>
 __device__ __forceinline__ void qkv_rows(const uint8_t *base, int64_t rs, int k, const float *xs,
                                          int j0, int j1, int w, int nw, int lane, G grow,
                                          float *ys) {
-  const int units = (k + ggml::kUnit - 1) / ggml::kUnit;
+  const int units = k / ggml::kUnit;
   for (int j = j0 + w; j < j1; j += nw) {
     const uint8_t *row = SH ? base + (int64_t)(j - j0) * rs : base + grow(j) * rs;
-    float s = 0.f;
+    float acc[1][1] = {{0.f}};
     for (int u = lane; u < units; u += 32) {
-      float v[ggml::kUnit];
-      ggml::decode_unit<QT, SH>(row, u, k, true, v);
-      const float *xu = xs + u * ggml::kUnit;
-      const int cnt = min(ggml::kUnit, k - u * ggml::kUnit);
-#pragma unroll
-      for (int i = 0; i < ggml::kUnit; i++)
-        if (i < cnt) s = fmaf(v[i], xu[i], s);
+      float v[1][ggml::kUnit];
+      ggml::decode_unit<QT, SH>(row, u, k, true, v[0]);
+      qgemv::dot_rows<1, 1, true>(v, xs + u * qgemv::kXSkew, 0, 1, ggml::kUnit, true, acc);
     }
-    s = warp_sum(s);
+    const float s = warp_sum(acc[0][0]);
     if (lane == 0) ys[j - j0] = s;
   }
 }
@@ -456,7 +455,6 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
   __shared__ float rq[ROPE ? 256 : 1], rk[ROPE ? 256 : 1], rv[ROPE ? 256 : 1];  // roped q; row pos
   extern __shared__ float xs[];                                                 // QT: x [k], normed
   __shared__ float ys[QT >= 0 ? kQkvRows : 1];  // QT: this block's rows of q | k | v
-  __shared__ float red[QT >= 0 ? NT / 32 : 1];  // QT: the norm's block sum
   cg::cluster_group cluster = cg::this_cluster();
   const int r = (int)cluster.block_rank(), h = blockIdx.y, t = blockIdx.z;
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
@@ -511,19 +509,10 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
       prev = prek = true;
     }
     if constexpr (QT >= 0) {
-      float ss = 0.f;
-      for (int i = threadIdx.x; i < Q.k; i += NT) {
-        const float v = Q.x[i];
-        xs[i] = v;
-        ss = fmaf(v, v, ss);
-      }
-      if (Q.norm) {  // uniform
-        const float inv = block_inv_rms(ss, red, NT / 32, (float)Q.k, Q.eps);
-        for (int i = threadIdx.x; i < Q.k; i += NT)
-          xs[i] = __fmul_rn(__fmul_rn(xs[i], inv), Q.norm[i]);
-      }
       if (Q.stage) asm volatile("cp.async.wait_all;" ::: "memory");
-      __syncthreads();  // x and the staged rows visible to the block
+      // x normed as qgemv stages it; its closing barrier also makes the
+      // staged rows visible to the block.
+      qgemv::stage_x1(Q.x, Q.k, false, Q.norm, Q.eps, xs);
       if (Q.stage)
         qkv_rows<QT, true>(wsm, Q.rs, Q.k, xs, j0, j1, w, NT / 32, lane, grow, ys);
       else
@@ -944,7 +933,8 @@ ingot_status k_qmatmul_rope_kv_attention(ingot_op_args *a) {
   if (!want || T != 1 || !cluster_path(T, D, ctx) ||
       (int64_t)kCluster * Hq > sm_count(ingot_device_of(out).index) || D % 4 ||
       (uintptr_t)kc % al || (uintptr_t)vc % al || (uintptr_t)w % 16 || rs % 16 || k > kQkvMaxK ||
-      3 * D > kCluster * kQkvRows)
+      k % ggml::kUnit || (uintptr_t)ingot_tensor_data(a->in[0]) % 16 ||
+      (a->in[2] && (uintptr_t)ingot_tensor_data(a->in[2]) % 16) || 3 * D > kCluster * kQkvRows)
     return qmatmul_rope_kv_attention_compose(a);
   RkvParams P = {};
   P.pos = (const int32_t *)ingot_tensor_data(a->in[3]);

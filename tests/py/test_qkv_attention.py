@@ -18,8 +18,8 @@ ops) weights, rows padded to 16 bytes as the model uploads them; heads 9/3
 128 and 66 (not a multiple of 4: the two ops); q/k norms and the attention
 norm on and off; neox and not; float32 and float16 caches; positions 0, 3,
 past a block's share of rows, ctx - 1 and outside [0, ctx); rows of up to
-576 or 768 columns (a block's rows staged in shared memory), 8192 (read
-through L2) and 8224 (past the one-launch limit: the two ops); graph replays.
+576 or 768 columns (a block's rows staged in shared memory), 7168 (read
+through L2) and 7200 (past the one-launch limit: the two ops); graph replays.
 """
 import ctypes
 
@@ -152,10 +152,10 @@ def test_cuda_qkv_attention(name, neox, hq, hkv, dh, qk_norm, monkeypatch):
 
 
 @needs_cuda
-@pytest.mark.parametrize("blocks", [256, 257])
+@pytest.mark.parametrize("blocks", [224, 225])
 def test_cuda_qkv_attention_long_rows(blocks, monkeypatch):
-    """Q8_0 rows of 8192 columns: a block's 24 rows (209 KB) do not fit in
-    shared memory, so they are read through L2; 8224 columns: the two ops."""
+    """Q8_0 rows of 7168 columns: a block's 24 rows (183 KB) do not fit in
+    shared memory, so they are read through L2; 7200 columns: the two ops."""
     rng = np.random.default_rng(seed("longrows", blocks))
     hq, hkv, dh, ctx = 9, 3, 64, 300
     tid, cols, wq, w64 = qtable("Q8_0", (hq + 2 * hkv) * dh, blocks, rng)
