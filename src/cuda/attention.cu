@@ -481,7 +481,14 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
     } else {
       for (int j = j0 + w; j < j1; j += NT / 32) warp_prefetch_l2(Q.w + grow(j) * Q.rs, Q.rs, lane);
     }
-    if (w == NT / 32 - 1 && Q.norm) warp_prefetch_l2(Q.norm, (int64_t)Q.k * 4, lane);
+  }
+  float4 g[qgemv::kStageRound];  // QT: norm_first's, when gpre
+  const bool gpre = QT >= 0 && Q.norm && qgemv::stage_one_round(Q.k);
+  if constexpr (QT >= 0) {
+    if (gpre)
+      qgemv::norm_first(Q.norm, Q.k, g);
+    else if (w == NT / 32 - 1 && Q.norm)
+      warp_prefetch_l2(Q.norm, (int64_t)Q.k * 4, lane);
   }
   pdl_wait();  // q, the caches and pos come from earlier kernels
   pdl_launch_dependents();
@@ -512,7 +519,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
       if (Q.stage) asm volatile("cp.async.wait_all;" ::: "memory");
       // x normed as qgemv stages it; its closing barrier also makes the
       // staged rows visible to the block.
-      qgemv::stage_x1(Q.x, Q.k, false, Q.norm, Q.eps, xs);
+      qgemv::stage_x1(Q.x, Q.k, false, Q.norm, Q.eps, xs, g, gpre);
       if (Q.stage)
         qkv_rows<QT, true>(wsm, Q.rs, Q.k, xs, j0, j1, w, NT / 32, lane, grow, ys);
       else

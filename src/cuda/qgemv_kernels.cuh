@@ -147,12 +147,13 @@ __device__ __forceinline__ void store_task(uint8_t *wb, int64_t rs, int64_t rows
 // x [m, k] into xs (kXSkew layout), then, with norm, each row scaled by its
 // inverse RMS and by norm as the CPU's rms_norm does ((x * inv) * norm).
 // glu: x is gate | up [m, 2k] and silu(gate) * up is staged (no norm then).
-// Ends with a barrier.
+// g, gpre: stage_x1's. Ends with a barrier.
 __device__ __forceinline__ void stage_x(const float *__restrict__ x, int m, int k, bool xvec,
                                         bool glu, const float *__restrict__ norm, float eps,
-                                        float *xs, float *inv) {
+                                        float *xs, float *inv, const float4 (&g)[kStageRound],
+                                        bool gpre) {
   if (m == 1 && xvec) {
-    stage_x1(x, k, glu, norm, eps, xs);
+    stage_x1(x, k, glu, norm, eps, xs, g, gpre);
     return;
   }
   const int units = (k + ggml::kUnit - 1) / ggml::kUnit, xstride = units * kXSkew;
@@ -228,12 +229,15 @@ __device__ __forceinline__ void smem_gemv(const uint8_t *__restrict__ w, int64_t
   const int64_t ntask = (n + rw - 1) / rw, step = (int64_t)gridDim.x * nw;
   int64_t task = (int64_t)blockIdx.x * nw + wib;
   int4 pre[kStageVecs];
-  // The first span (weights only) is in flight while the previous kernel
-  // drains (PDL) and x is staged.
+  // The first span and the norm weights (weights only) are in flight while
+  // the previous kernel drains (PDL) and x is staged.
   if (task < ntask) load_task(w, rs, task * rw, min((int64_t)rw, n - task * rw), lane, pre);
+  float4 g[kStageRound];
+  const bool gpre = norm && m == 1 && xvec && stage_one_round(k);
+  if (gpre) norm_first(norm, k, g);
   pdl_wait();
   pdl_launch_dependents();
-  stage_x(x, m, k, xvec, glu, norm, eps, xs, inv);
+  stage_x(x, m, k, xvec, glu, norm, eps, xs, inv, g, gpre);
   // The loop bound is uniform over the warp: every lane reaches the shuffles.
   for (; task < ntask; task += step) {
     const int64_t r0 = task * rw, rows = min((int64_t)rw, n - r0);

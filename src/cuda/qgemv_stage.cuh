@@ -56,37 +56,81 @@ __device__ __forceinline__ void dot_rows(const float (*v)[ggml::kUnit], const fl
   }
 }
 
+// Float4s of x a thread of stage_x1 loads in one round (x and up issued
+// together: one L2 round trip per round instead of one per two float4s).
+constexpr int kStageRound = 4;
+
+// Whether stage_x1 takes x in one round, so that the caller may load the
+// thread's norm float4s before the PDL wait (norm_first).
+__device__ __forceinline__ bool stage_one_round(int k) {
+  return k / 4 <= kStageRound * (int)blockDim.x;
+}
+
+// The thread's float4s of norm for a one-round stage_x1: weights (immutable),
+// so a kernel loads them before pdl_wait and the norm costs no round trip
+// after its block sum.
+__device__ __forceinline__ void norm_first(const float *__restrict__ norm, int k,
+                                           float4 (&g)[kStageRound]) {
+  const float4 *g4 = reinterpret_cast<const float4 *>(norm);
+#pragma unroll
+  for (int r = 0; r < kStageRound; r++) {
+    const int i = threadIdx.x + r * (int)blockDim.x;
+    g[r] = i < k / 4 ? __ldg(g4 + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+}
+
 // stage_x for one row with k % 4 == 0 (decode): x (glu: silu(gate) * up)
 // stored as float4s while each thread sums the squares of its own in
 // registers; one block sum; each thread then norms the float4s it stored
 // (its own: no barrier between). Two barriers and no divisions by k (the
-// general path takes three passes and a warp's serial sum).
+// general path takes three passes and a warp's serial sum). gpre: g holds
+// norm_first's float4s (one round only), else norm is read after the block
+// sum. (g by reference with static indices: registers, not a stack array.)
 __device__ __forceinline__ void stage_x1(const float *__restrict__ x, int k, bool glu,
-                                         const float *__restrict__ norm, float eps, float *xs) {
+                                         const float *__restrict__ norm, float eps, float *xs,
+                                         const float4 (&g)[kStageRound], bool gpre) {
   __shared__ float part[32];
-  const int n4 = k / 4, nw = blockDim.x >> 5;
+  const int n4 = k / 4, nt = (int)blockDim.x, nw = nt >> 5;
   const float4 *x4 = reinterpret_cast<const float4 *>(x), *u4 = x4 + n4;
-  float ss = 0.f;
-#pragma unroll 2
-  for (int i = threadIdx.x; i < n4; i += blockDim.x) {
-    float4 v = __ldg(x4 + i);
-    if (glu) {
-      const float4 up = __ldg(u4 + i);
-      v = make_float4(silu_mul(v.x, up.x), silu_mul(v.y, up.y), silu_mul(v.z, up.z),
-                      silu_mul(v.w, up.w));
-    }
-    ss = sum_sq4(v, ss);
+  auto slot = [&](int i) {
     const int j = 4 * i;
-    *reinterpret_cast<float4 *>(xs + (j / ggml::kUnit) * kXSkew + j % ggml::kUnit) = v;
+    return reinterpret_cast<float4 *>(xs + (j / ggml::kUnit) * kXSkew + j % ggml::kUnit);
+  };
+  float ss = 0.f;  // over the thread's float4s in index order, as before the rounds
+  for (int i0 = threadIdx.x; i0 < n4; i0 += kStageRound * nt) {
+    float4 v[kStageRound], up[kStageRound];
+#pragma unroll
+    for (int r = 0; r < kStageRound; r++) {
+      const int i = i0 + r * nt;
+      if (i < n4) {
+        v[r] = __ldg(x4 + i);
+        if (glu) up[r] = __ldg(u4 + i);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kStageRound; r++) {
+      const int i = i0 + r * nt;
+      if (i < n4) {
+        if (glu)
+          v[r] = make_float4(silu_mul(v[r].x, up[r].x), silu_mul(v[r].y, up[r].y),
+                             silu_mul(v[r].z, up[r].z), silu_mul(v[r].w, up[r].w));
+        ss = sum_sq4(v[r], ss);
+        *slot(i) = v[r];
+      }
+    }
   }
   if (norm) {
     const float iv = block_inv_rms(ss, part, nw, (float)k, eps);
-    const float4 *g4 = reinterpret_cast<const float4 *>(norm);
+    if (gpre) {
+#pragma unroll
+      for (int r = 0; r < kStageRound; r++) {
+        const int i = threadIdx.x + r * nt;
+        if (i < n4) *slot(i) = rms_scale4(*slot(i), iv, g[r]);
+      }
+    } else {
+      const float4 *g4 = reinterpret_cast<const float4 *>(norm);
 #pragma unroll 2
-    for (int i = threadIdx.x; i < n4; i += blockDim.x) {
-      const int j = 4 * i;
-      float4 *p = reinterpret_cast<float4 *>(xs + (j / ggml::kUnit) * kXSkew + j % ggml::kUnit);
-      *p = rms_scale4(*p, iv, __ldg(g4 + i));
+      for (int i = threadIdx.x; i < n4; i += nt) *slot(i) = rms_scale4(*slot(i), iv, __ldg(g4 + i));
     }
   }
   __syncthreads();

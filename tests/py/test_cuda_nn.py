@@ -225,12 +225,13 @@ def test_qmatmul_swiglu(name, use_res, padded):
         check_fused_close(got, want, h, w64, None, 0.0, res)
 
 
-@pytest.mark.parametrize("m", [1, 4, 8])
-def test_qmatmul_swiglu_model_shape(m):
+@pytest.mark.parametrize("n,k,m", [(576, 1536, 1), (576, 1536, 4), (576, 1536, 8), (300, 4096, 1),
+                                   (100, 4096, 1)])
+def test_qmatmul_swiglu_model_shape(n, k, m):
     """SmolLM2's down projection (Q4_1, N = 576, K = 1536; M = 8: h exceeds
-    the shared memory, the composed path), padded rows, res on."""
-    rng = np.random.default_rng(seed(m, "glu-model"))
-    n, k = 576, 1536
+    the shared memory, the composed path), padded rows, res on; K = 4096 at
+    M = 1: gate and up staged in several rounds (4-warp and 1-warp blocks)."""
+    rng = np.random.default_rng(seed(m, "glu-model") if k == 1536 else seed(n, k, m, "glu-model"))
     tid, wq = weights_fast("Q4_1", n, k, rng)
     w64 = to_numpy(call("ingot_qget_rows", tensor(wq), tid, k,
                         tensor(np.arange(n, dtype=np.int64)))).astype(np.float64)
@@ -334,11 +335,15 @@ def test_qmatmul_fused(name, use_norm, use_res, padded):
                                           ("Q4_1", 576, 1536, [1, 4, 8]),
                                           ("Q8_0", 49152, 576, [1, 2]),
                                           ("Q8_0", 2051, 2048, [1, 2, 6]),
-                                          ("Q4_K", 512, 14336, [1, 3])])
+                                          ("Q4_K", 512, 14336, [1, 3]),
+                                          ("Q4_1", 300, 4096, [1]),
+                                          ("Q4_0", 100, 4096, [1])])
 def test_qmatmul_fused_model_shapes(name, n, k, ms):
     """SmolLM2's products (M = 8 at K = 1536 and K = 14336 exceed the shared
     memory for x: the composed path), long rows (Q8_0 K = 2048: one row a
-    task), norm and res both on, padded rows."""
+    task), norm and res both on, padded rows. K = 4096 at M = 1: x staged in
+    2 rounds by 4-warp blocks (300 rows) or 8 by 1-warp blocks (100 rows),
+    the norm weights read after the block sum."""
     rng = np.random.default_rng(seed(name, n, k, "fused"))
     tid, wq = weights_fast(name, n, k, rng)
     w64 = to_numpy(call("ingot_qget_rows", tensor(wq), tid, k,
