@@ -19,7 +19,8 @@ ops) weights, rows padded to 16 bytes as the model uploads them; heads 9/3
 norm on and off; neox and not; float32 and float16 caches; positions 0, 3,
 past a block's share of rows, ctx - 1 and outside [0, ctx); rows of up to
 576 or 768 columns (a block's rows staged in shared memory), 7168 (read
-through L2) and 7200 (past the one-launch limit: the two ops); graph replays.
+through L2) and 7200 (past the one-launch limit: the two ops); x not
+16-byte aligned (the two ops); graph replays.
 """
 import ctypes
 
@@ -29,6 +30,7 @@ import pytest
 from cuda_diff import CUDA, needs_cuda, to_device
 from ingot_ctypes import D, I, I64, IngotError, P, call, lib, sig, tensor, to_numpy
 from nn_cases import pad16, pad_rows, qtable, seed
+from test_cuda_nn import offset_view
 from test_qmatmul_rope_kv import QkvRopeOpts, close, inv_freq, make, opts
 
 sig("ingot_qmatmul_rope_kv_attention", P, P, P, I, I64, P, P, ctypes.POINTER(QkvRopeOpts), P, P,
@@ -37,16 +39,17 @@ sig("ingot_qmatmul_rope_kv", P, P, P, I, I64, P, P, ctypes.POINTER(QkvRopeOpts),
 sig("ingot_attention_cached", P, P, P, P, P, D)
 
 
-def run(c, pos, inv, neox, scale, dev=None, fused=True, kc=None, vc=None):
+def run(c, pos, inv, neox, scale, dev=None, fused=True, kc=None, vc=None, x=None):
     """The op (fused) or qmatmul_rope_kv + attention_cached on dev (None:
-    CPU): (output, k cache, v cache) as numpy, and the roped q (two ops)."""
+    CPU): (output, k cache, v cache) as numpy, and the roped q (two ops).
+    x: a tensor to use instead of c["x"]."""
     mv = (lambda t: to_device(t, dev)) if dev is not None else (lambda t: t)
     kc = kc if kc is not None else mv(tensor(c["kc"]))
     vc = vc if vc is not None else mv(tensor(c["vc"]))
     hq, hkv = c["hq"], c["hkv"]
     arr = mv(tensor(np.zeros(hq + 2 * hkv, np.int32)))
     o, _keep = opts(c, neox, dev, arr)
-    x, w = mv(tensor(c["x"])), mv(tensor(c["wq"]))
+    x, w = (x if x is not None else mv(tensor(c["x"]))), mv(tensor(c["wq"]))
     p, f = mv(tensor(np.asarray(pos, np.int32))), mv(tensor(inv))
     q = None
     if fused:
@@ -166,6 +169,20 @@ def test_cuda_qkv_attention_long_rows(blocks, monkeypatch):
              vc=rng.standard_normal((ctx, hkv, dh)).astype(np.float32), hq=hq, hkv=hkv, dh=dh)
     for p in (0, 150, ctx - 1):
         cuda_checks(c, p, inv_freq(dh, False), True, 0.125, monkeypatch)
+
+
+@needs_cuda
+def test_cuda_qkv_attention_unaligned_x():
+    """x 4 bytes past a 16-byte boundary: the two ops, same results."""
+    rng = np.random.default_rng(17)
+    c = make("Q4_1", 9, 3, 64, 300, 1, rng)
+    inv = inv_freq(64, False)
+    for p in (0, 150):
+        got = run(c, [p], inv, False, 0.125, CUDA, x=offset_view(c["x"], c["x"].shape, 1))
+        cpu = run(c, [p], inv, False, 0.125, fused=False)
+        for g, w in zip(got[1:3], cpu[1:3]):
+            close(g, w, 1e-4)
+        close(got[0], cpu_attention(cpu[3], got[1], got[2], [p], 0.125), 1e-3)
 
 
 @needs_cuda
