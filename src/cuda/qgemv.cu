@@ -8,9 +8,10 @@
 // Design:
 // - M <= 8, rows 16-byte aligned (the model pads them at upload), rows up
 //   to 4 KiB and x within 48 KiB of shared memory: qgemv_smem_kernel
-//   (qgemv_kernels.cuh: x staged and normalised per block, row spans read
-//   with int4 loads into a per-warp shared buffer, double-buffered), the
-//   norm and the residual in the same launch. The swiglu form (iarg[2]: x =
+//   (qgemv_kernels.cuh: x staged and normalised per block by
+//   qgemv_stage.cuh, which the fused q|k|v attention kernel shares; row
+//   spans read with int4 loads into a per-warp shared buffer,
+//   double-buffered), the norm and the residual in the same launch. The swiglu form (iarg[2]: x =
 //   gate | up, qmatmul_swiglu) stages silu(gate) * up the same way; where
 //   the kernel does not apply, the SWIGLU kernel runs first.
 // - F32/BF16/F16 weights, M <= 8: the dense GEMV of gemv.cu (cuda_gemv_f32x:
@@ -50,8 +51,9 @@
 //   embedding checks them (cuda_check_index_range); with checks off an
 //   out-of-range id yields a zero row.
 // Every kernel here is launched with PDL (pdl.cuh): the shared-memory GEMV
-// loads its first weight span before pdl_wait, so the weight fetch overlaps
-// the previous kernel's tail; the others wait first.
+// loads its first weight span (and, for one row whose x stages in one round,
+// its norm weights) before pdl_wait, so the weight fetch overlaps the
+// previous kernel's tail; the others wait first.
 // No host sync besides that index check; everything on the output's current
 // stream, capturable in a graph.
 #include <stdint.h>
