@@ -12,4 +12,11 @@ static inline bool ingot_env_on(const char *name) {
   return v && *v && strcmp(v, "0") != 0;
 }
 
+/* Whether name is set to a number that reads as 0 ("0", "00"): a switch that
+ * is on by default, turned off (the kernels' A/B switches, read per call). */
+static inline bool ingot_env_off(const char *name) {
+  const char *v = getenv(name);
+  return v && *v && atoi(v) == 0;
+}
+
 #endif

@@ -357,27 +357,35 @@ ingot_tensor *ingot_rope_kv_attention(const ingot_tensor *q, const ingot_tensor 
   return run_into_caches(op, &a, ok, q->shape, q->device, tmp);
 }
 
-ingot_status rope_kv_attention_compose(ingot_op_args *a) {
+/* The roped q of a->op's first step (first: ROPE_KV_WRITE or QMATMUL_ROPE_KV,
+ * on a's arguments and caches) into a scratch, then ATTENTION_CACHED of it
+ * over the caches at pos (in[3]) with scale into out[0]: the composed
+ * ROPE_KV_ATTENTION and QMATMUL_ROPE_KV_ATTENTION. */
+static ingot_status roped_then_attention(ingot_op_args *a, const char *name, ingot_op first,
+                                         double scale) {
   ingot_tensor *out = a->out[0];
   const ingot_backend *be =
-      backend_with(out->device, "rope_kv_attention", 2,
-                   (ingot_op[]){INGOT_OP_ROPE_KV_WRITE, INGOT_OP_ATTENTION_CACHED});
+      backend_with(out->device, name, 2, (ingot_op[]){first, INGOT_OP_ATTENTION_CACHED});
   if (!be) return ingot_last_status();
   ingot_tensor *q = tensor_new(3, out->shape, INGOT_F32, out->device); /* the roped q */
   if (!q) return ingot_last_status();
   ingot_op_args r = *a;
-  r.op = INGOT_OP_ROPE_KV_WRITE;
+  r.op = first;
   r.out[0] = q;
-  ingot_status st = be->kernels[INGOT_OP_ROPE_KV_WRITE](&r);
+  ingot_status st = be->kernels[first](&r);
   if (!st) {
     ingot_op_args c = {.op = INGOT_OP_ATTENTION_CACHED, .nin = 4, .nout = 1};
     c.in[0] = q, c.in[1] = a->out[1], c.in[2] = a->out[2], c.in[3] = a->in[3];
-    c.farg[0] = a->farg[1];
+    c.farg[0] = scale;
     c.out[0] = out;
     st = be->kernels[INGOT_OP_ATTENTION_CACHED](&c);
   }
   ingot_release(q); /* stream-ordered on a device: reused only after this stream's work */
   return st;
+}
+
+ingot_status rope_kv_attention_compose(ingot_op_args *a) {
+  return roped_then_attention(a, "rope_kv_attention", INGOT_OP_ROPE_KV_WRITE, a->farg[1]);
 }
 
 /* QMATMUL_ROPE_KV: in[0] = x float32 [T, K] (contiguous), in[1] = W u8
@@ -522,24 +530,5 @@ ingot_status qmatmul_rope_kv_compose(ingot_op_args *a) {
 }
 
 ingot_status qmatmul_rope_kv_attention_compose(ingot_op_args *a) {
-  ingot_tensor *out = a->out[0];
-  const ingot_backend *be =
-      backend_with(out->device, "qmatmul_rope_kv_attention", 2,
-                   (ingot_op[]){INGOT_OP_QMATMUL_ROPE_KV, INGOT_OP_ATTENTION_CACHED});
-  if (!be) return ingot_last_status();
-  ingot_tensor *q = tensor_new(3, out->shape, INGOT_F32, out->device); /* the roped q */
-  if (!q) return ingot_last_status();
-  ingot_op_args r = *a;
-  r.op = INGOT_OP_QMATMUL_ROPE_KV;
-  r.out[0] = q;
-  ingot_status st = be->kernels[INGOT_OP_QMATMUL_ROPE_KV](&r);
-  if (!st) {
-    ingot_op_args c = {.op = INGOT_OP_ATTENTION_CACHED, .nin = 4, .nout = 1};
-    c.in[0] = q, c.in[1] = a->out[1], c.in[2] = a->out[2], c.in[3] = a->in[3];
-    c.farg[0] = a->farg[2];
-    c.out[0] = out;
-    st = be->kernels[INGOT_OP_ATTENTION_CACHED](&c);
-  }
-  ingot_release(q); /* stream-ordered on a device: reused only after this stream's work */
-  return st;
+  return roped_then_attention(a, "qmatmul_rope_kv_attention", INGOT_OP_QMATMUL_ROPE_KV, a->farg[2]);
 }

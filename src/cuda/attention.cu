@@ -30,6 +30,7 @@
 #include <cuda_fp16.h>
 #include <math.h>
 
+#include "../core/env.h"
 #include "../core/qkv_rope.h"
 #include "cuda_common.cuh"
 #include "ggml_blocks.cuh"
@@ -46,6 +47,7 @@ const int kSingleRows = 512;   // T > 1, caches up to this long: a cluster per h
 const int kClusterCtx = 8192;  // T = 1, caches up to this long: a cluster per head
 const int kMaxChunks = 64;     // partials per (row, head)
 const int kThreads = 128;      // 4 warps (partial kernel: a thread keeps 2 of D <= 256 outputs)
+const int kCluster = 8;        // blocks a (head, row) of the cluster kernel: the portable maximum
 
 __device__ __forceinline__ int clamp_pos(int p, int ctx) {
   return p < 0 ? 0 : p >= ctx ? ctx - 1 : p;
@@ -157,15 +159,19 @@ struct QkvParams {
   bool stage;  // the block's rows fit in shared memory (qkv_smem): copied there
 };
 const int kQkvMaxK = 7168;   // x staged in dynamic shared memory (kXSkew layout): <= 32 KiB
-const int kQkvRows = 96;     // rows a block computes: 3 D / kCluster, D <= 256
+const int kQkvRows = 96;     // qkv_block_rows at most (D <= 256)
 const int kQkvSmem = 32768;  // dynamic shared memory for x and, when they fit, the rows
 
-// Bytes of dynamic shared memory of the QT kernel: x (qgemv's kXSkew layout,
-// a 16-byte multiple), then, when stage, the block's rows (rows of rs bytes)
-// and the decoder's slack.
-__host__ __device__ inline int64_t qkv_smem(int k, int rows, int64_t rs, bool stage) {
-  const int64_t xb = (int64_t)(k + ggml::kUnit - 1) / ggml::kUnit * qgemv::kXSkew * 4;
-  return stage ? xb + rows * rs + ggml::kSharedSlack : xb;
+// Rows of the 3 D (q head, k and v heads) that each block of a cluster computes.
+__host__ __device__ inline int qkv_block_rows(int D) { return (3 * D + kCluster - 1) / kCluster; }
+// Bytes of x in shared memory (qgemv's kXSkew layout, a 16-byte multiple).
+__host__ __device__ inline int64_t qkv_x_bytes(int k) {
+  return (int64_t)(k + ggml::kUnit - 1) / ggml::kUnit * qgemv::kXSkew * 4;
+}
+// Bytes of dynamic shared memory of the QT kernel: x, then, when stage, the
+// block's rows (rows of rs bytes) and the decoder's slack.
+__host__ __device__ inline int64_t qkv_smem(int k, int D, int64_t rs, bool stage) {
+  return qkv_x_bytes(k) + (stage ? qkv_block_rows(D) * rs + ggml::kSharedSlack : 0);
 }
 
 // Rows [j0, j1) of the product for one warp (rows j0 + w, j0 + w + nw, ...;
@@ -344,7 +350,6 @@ __device__ float block_reduce(float x, float *red) {
 // cluster barrier block r writes out[t, h, d] = sum_b acc_b[d] f_b / sum_b l_b
 // f_b, f_b = exp(m_b - M), M the cluster's max. As the CPU: NaN scores and
 // all -inf rows give NaN; -inf scores weigh 0.
-const int kCluster = 8;        // blocks a (head, row): the portable maximum
 const int kLaneVals = 8;       // values of a row a lane holds (D <= 32 lanes * 8)
 const int kBatch = 4;          // rows a lane group loads before it computes
 __device__ float4 kNoRow[64];  // a cache row's worth of zeros (256 floats) no kernel writes
@@ -460,8 +465,8 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   // QT: rows [j0, j1) of the 3 D (q head h, k and v of its kv head); grow(j)
   // is row j's index in W.
-  const int rpb = (3 * D + kCluster - 1) / kCluster, j0 = min(r * rpb, 3 * D),
-            j1 = min(j0 + rpb, 3 * D), kvh0 = h / (Hq / Hkv);
+  const int rpb = qkv_block_rows(D), j0 = min(r * rpb, 3 * D), j1 = min(j0 + rpb, 3 * D),
+            kvh0 = h / (Hq / Hkv);
   auto grow = [&](int j) -> int64_t {
     return j < D ? (int64_t)h * D + j
                  : (int64_t)(j < 2 * D ? Hq + kvh0 : Hq + Hkv + kvh0) * D + j % D;
@@ -470,14 +475,14 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
     if (w < 2 && R.w[w]) warp_prefetch_l2(R.w[w], (int64_t)D * 4, lane);
     if (w == 2) warp_prefetch_l2(R.inv, (int64_t)D / 2 * 8, lane);
   }
-  uint8_t *wsm = reinterpret_cast<uint8_t *>(xs) + qkv_smem(Q.k, 0, 0, false);  // QT, Q.stage
+  uint8_t *wsm = reinterpret_cast<uint8_t *>(xs) + qkv_x_bytes(Q.k);  // QT, Q.stage
   if constexpr (QT >= 0) {  // weights only: immutable, so before pdl_wait
     if (Q.stage) {
       const int per = (int)(Q.rs / 16), nch = (j1 - j0) * per;
       for (int c = threadIdx.x; c < nch; c += NT)
         cp_async16(wsm + (int64_t)c * 16,
                    Q.w + grow(j0 + c / per) * Q.rs + (int64_t)(c % per) * 16);
-      asm volatile("cp.async.commit_group;" ::: "memory");
+      cp_async_commit();
     } else {
       for (int j = j0 + w; j < j1; j += NT / 32) warp_prefetch_l2(Q.w + grow(j) * Q.rs, Q.rs, lane);
     }
@@ -516,7 +521,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
       prev = prek = true;
     }
     if constexpr (QT >= 0) {
-      if (Q.stage) asm volatile("cp.async.wait_all;" ::: "memory");
+      if (Q.stage) cp_async_wait_all();
       // x normed as qgemv stages it; its closing barrier also makes the
       // staged rows visible to the block.
       qgemv::stage_x1(Q.x, Q.k, false, Q.norm, Q.eps, xs, g, gpre);
@@ -716,7 +721,7 @@ bool launch_qkv_cluster(int type, const QkvParams &Q, const void *kc, const void
   const C *k = (const C *)kc, *v = (const C *)vc;
   const dim3 grid((unsigned)kCluster, (unsigned)Hq, 1);
   const int lr = cluster_lanes(D, 4);
-  const size_t smem = (size_t)qkv_smem(Q.k, (3 * D + kCluster - 1) / kCluster, Q.rs, Q.stage);
+  const size_t smem = (size_t)qkv_smem(Q.k, D, Q.rs, Q.stage);
 #define LAUNCH_QKV(QT)                                                                            \
   case QT:                                                                                        \
     launch_pdl(attn_cluster_kernel<C, 4, true, 256, QT>, grid, dim3(256), smem, s, nullptr, k, v, \
@@ -901,9 +906,8 @@ ingot_status k_rope_kv_attention(ingot_op_args *a) {
   ingot_status st = cuda_use_device_of(out);
   if (st) return st;
   const RkvParams P = rkv_params(a);
-  const char *e = getenv("INGOT_ATTN_ROPE");
-  const bool want = !(e && *e && atoi(e) == 0);
-  if (!want || P.T != 1 || P.Hq < 1 || P.Hq > 65535 || !cluster_path(P.T, P.D, P.ctx))
+  if (ingot_env_off("INGOT_ATTN_ROPE") || P.T != 1 || P.Hq < 1 || P.Hq > 65535 ||
+      !cluster_path(P.T, P.D, P.ctx))
     return rope_kv_attention_compose(a);
   cudaStream_t s = stream_of(out);
   const void *kc = ingot_tensor_data(a->out[1]), *vc = ingot_tensor_data(a->out[2]);
@@ -935,13 +939,11 @@ ingot_status k_qmatmul_rope_kv_attention(ingot_op_args *a) {
   const int64_t rs = ingot_shape(a->in[1])[1], k = a->iarg[1];
   const bool half = ingot_dtype_of(a->out[1]) == INGOT_F16;
   const uintptr_t al = half ? 8 : 16;
-  const char *e = getenv("INGOT_ATTN_QKV");
-  const bool want = !(e && *e && atoi(e) == 0);
-  if (!want || T != 1 || !cluster_path(T, D, ctx) ||
+  if (ingot_env_off("INGOT_ATTN_QKV") || T != 1 || !cluster_path(T, D, ctx) ||
       (int64_t)kCluster * Hq > sm_count(ingot_device_of(out).index) || D % 4 ||
       (uintptr_t)kc % al || (uintptr_t)vc % al || (uintptr_t)w % 16 || rs % 16 || k > kQkvMaxK ||
       k % ggml::kUnit || (uintptr_t)ingot_tensor_data(a->in[0]) % 16 ||
-      (a->in[2] && (uintptr_t)ingot_tensor_data(a->in[2]) % 16) || 3 * D > kCluster * kQkvRows)
+      (a->in[2] && (uintptr_t)ingot_tensor_data(a->in[2]) % 16) || qkv_block_rows(D) > kQkvRows)
     return qmatmul_rope_kv_attention_compose(a);
   RkvParams P = {};
   P.pos = (const int32_t *)ingot_tensor_data(a->in[3]);
@@ -953,7 +955,7 @@ ingot_status k_qmatmul_rope_kv_attention(ingot_op_args *a) {
   P.neox = a->iarg[2] != 0;
   QkvParams Q = {};
   Q.w = w, Q.rs = rs, Q.k = (int)k, Q.eps = (float)a->farg[0];
-  Q.stage = qkv_smem(Q.k, (3 * D + kCluster - 1) / kCluster, rs, true) <= kQkvSmem;
+  Q.stage = qkv_smem(Q.k, D, rs, true) <= kQkvSmem;
   Q.x = (const float *)ingot_tensor_data(a->in[0]);
   Q.norm = a->in[2] ? (const float *)ingot_tensor_data(a->in[2]) : nullptr;
   cudaStream_t s = stream_of(out);

@@ -159,11 +159,34 @@ __device__ __forceinline__ float4 rms_scale4(float4 v, float iv, float4 g) {
                      __fmul_rn(__fmul_rn(v.z, iv), g.z), __fmul_rn(__fmul_rn(v.w, iv), g.w));
 }
 
+// The thread's N float4s of v (n4 of them) at threadIdx.x + u * stride,
+// zeros past the end or when !on: the RMS-norm weights that a decode kernel
+// loads before its PDL wait (weights: immutable), so that its norm costs no
+// round trip after the block sum.
+template <int N>
+__device__ __forceinline__ void norm_weights_first(const float *v, int n4, int stride, bool on,
+                                                   float4 (&g)[N]) {
+#pragma unroll
+  for (int u = 0; u < N; u++) {
+    const int i = threadIdx.x + u * stride;
+    g[u] = on && i < n4 ? __ldg(reinterpret_cast<const float4 *>(v) + i)
+                        : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+}
+
 // 16 bytes from global memory to shared memory without registers (cp.async:
-// both 16-byte aligned); complete after cp.async.wait_all / wait_group.
+// both 16-byte aligned); complete after cp_async_commit and cp_async_wait_all.
 __device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
   const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+// The thread's committed cp.async copies are complete (visible to the
+// block after a barrier).
+__device__ __forceinline__ void cp_async_wait_all() {
+  asm volatile("cp.async.wait_all;" ::: "memory");
 }
 
 // Grid-stride launch sizing: enough blocks to fill the GPU, never more than needed.

@@ -435,13 +435,7 @@ constexpr int kStageLoads = 4;  // X float4s a thread stages in one pass (one ro
 // one row), loaded before the wait when they are immutable (p.w_early: the
 // loads' round trip then hides under the weights' and the kernel before).
 __device__ __forceinline__ void norm_early(const GemvParams &p, float4 (&nw)[kNormEarly]) {
-  const int n4 = (int)(p.k / 4);
-#pragma unroll
-  for (int u = 0; u < kNormEarly; u++) {
-    const int i = threadIdx.x + u * kThreads;
-    nw[u] = p.norm && p.w_early && i < n4 ? __ldg(reinterpret_cast<const float4 *>(p.norm) + i)
-                                          : make_float4(0.f, 0.f, 0.f, 0.f);
-  }
+  norm_weights_first(p.norm, (int)(p.k / 4), kThreads, p.norm && p.w_early, nw);
 }
 
 // stage_xf for one 16-byte aligned row of k <= 4 * kThreads * kStageLoads:

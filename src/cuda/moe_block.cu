@@ -39,8 +39,7 @@
 
 #include <atomic>
 
-#include <stdlib.h>
-
+#include "../core/env.h"
 #include "../core/moe_compose.h"
 #include "cuda_common.cuh"
 #include "moe_common.cuh"
@@ -94,17 +93,6 @@ __device__ __forceinline__ void router_piece(const uint4 &v, int q, int dt, floa
 }
 
 constexpr int kNormLoads = 2;  // norm float4s a thread loads before the PDL wait (D <= 4096)
-
-// This thread's first norm weights (immutable: loaded before the PDL wait,
-// so their round trip hides under the kernel before).
-__device__ __forceinline__ void norm_first(const BlockParams &p, float4 (&nw)[kNormLoads]) {
-#pragma unroll
-  for (int u = 0; u < kNormLoads; u++) {
-    const int64_t kk = 4 * ((int64_t)threadIdx.x + (int64_t)u * kThreads);
-    nw[u] = kk < p.D ? __ldg(reinterpret_cast<const float4 *>(p.norm + kk))
-                     : make_float4(0.f, 0.f, 0.f, 0.f);
-  }
-}
 
 // x normalised into xs, every thread; the only barriers of the staging.
 template <int VEC>
@@ -295,7 +283,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   uint4 first[kRouterLoads];
   router_first(p, first);
   float4 nw[kNormLoads];
-  norm_first(p, nw);
+  norm_weights_first(p.norm, (int)(p.D / 4), kThreads, true, nw);
   pdl_wait();  // x comes from the kernel before
   pdl_launch_dependents();
   stage_x<VEC>(p, xs, nw);
@@ -329,7 +317,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
         cp_async16(ds + (int64_t)j * p.R * rowp + g, src + g);
     }
   }
-  asm volatile("cp.async.commit_group;" ::: "memory");
+  cp_async_commit();
 
   // Phase 1a: units (slot j, slice s): h[j][i0, i0 + S) = silu(g) * u.
   const WT *wgu = static_cast<const WT *>(p.wgu);
@@ -386,7 +374,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   // Phase 1b: h of every slot into shared memory; the down rows arrive.
   for (int64_t q = tid; q < (int64_t)p.k * I / 4; q += kThreads)
     reinterpret_cast<float4 *>(hs)[q] = __ldcg(reinterpret_cast<const float4 *>(p.h) + q);
-  asm volatile("cp.async.wait_all;" ::: "memory");
+  cp_async_wait_all();
   __syncthreads();
   // A thread per (slot j, piece c) of the k down rows, kRowGroup output rows
   // at a time: h is read from shared memory once a group (a warp per row
@@ -525,8 +513,7 @@ ingot_status k_moe_block(ingot_op_args *a) {
   const int64_t T = ingot_shape(y)[0], D = ingot_shape(y)[1], I = ingot_shape(wd)[2];
   const int64_t E = ingot_shape(router)[0];
   const int k = (int)a->iarg[0];
-  const char *m = getenv("INGOT_MOE_BLOCK");  // read per call: 0 the composed kernels
-  const bool want = !(m && *m && atoi(m) == 0);
+  const bool want = !ingot_env_off("INGOT_MOE_BLOCK");  // read per call: 0 the composed kernels
   const bool fits = want && sms > 0 && T == 1 && wdt == ingot_dtype_of(wd) && (D * es) % 16 == 0 &&
                     (I * es) % 16 == 0 && (D * res) % 16 == 0 && D <= kMaxD && E <= kMaxE &&
                     k <= kMaxK && aligned16(ingot_tensor_data(wgu)) &&

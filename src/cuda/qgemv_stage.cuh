@@ -61,22 +61,12 @@ __device__ __forceinline__ void dot_rows(const float (*v)[ggml::kUnit], const fl
 constexpr int kStageRound = 4;
 
 // Whether stage_x1 takes x in one round, so that the caller may load the
-// thread's norm float4s before the PDL wait (norm_first).
+// thread's norm float4s before the PDL wait (norm_first: stage_x1's g).
 __device__ __forceinline__ bool stage_one_round(int k) {
   return k / 4 <= kStageRound * (int)blockDim.x;
 }
-
-// The thread's float4s of norm for a one-round stage_x1: weights (immutable),
-// so a kernel loads them before pdl_wait and the norm costs no round trip
-// after its block sum.
-__device__ __forceinline__ void norm_first(const float *__restrict__ norm, int k,
-                                           float4 (&g)[kStageRound]) {
-  const float4 *g4 = reinterpret_cast<const float4 *>(norm);
-#pragma unroll
-  for (int r = 0; r < kStageRound; r++) {
-    const int i = threadIdx.x + r * (int)blockDim.x;
-    g[r] = i < k / 4 ? __ldg(g4 + i) : make_float4(0.f, 0.f, 0.f, 0.f);
-  }
+__device__ __forceinline__ void norm_first(const float *norm, int k, float4 (&g)[kStageRound]) {
+  norm_weights_first(norm, k / 4, (int)blockDim.x, true, g);
 }
 
 // stage_x for one row with k % 4 == 0 (decode): x (glu: silu(gate) * up)
@@ -121,16 +111,13 @@ __device__ __forceinline__ void stage_x1(const float *__restrict__ x, int k, boo
   }
   if (norm) {
     const float iv = block_inv_rms(ss, part, nw, (float)k, eps);
-    if (gpre) {
+    const float4 *g4 = reinterpret_cast<const float4 *>(norm);
+    for (int i0 = threadIdx.x; i0 < n4; i0 += kStageRound * nt) {  // gpre: one round
 #pragma unroll
       for (int r = 0; r < kStageRound; r++) {
-        const int i = threadIdx.x + r * nt;
-        if (i < n4) *slot(i) = rms_scale4(*slot(i), iv, g[r]);
+        const int i = i0 + r * nt;
+        if (i < n4) *slot(i) = rms_scale4(*slot(i), iv, gpre ? g[r] : __ldg(g4 + i));
       }
-    } else {
-      const float4 *g4 = reinterpret_cast<const float4 *>(norm);
-#pragma unroll 2
-      for (int i = threadIdx.x; i < n4; i += nt) *slot(i) = rms_scale4(*slot(i), iv, __ldg(g4 + i));
     }
   }
   __syncthreads();

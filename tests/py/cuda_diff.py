@@ -126,26 +126,50 @@ declare({
 })
 
 
+def offset_view(arr, shape, off):
+    """A contiguous CUDA view of arr's values that starts off elements into its
+    storage (so its address is not 16-byte (or even 2-byte) aligned)."""
+    flat = np.concatenate([np.zeros(off, arr.dtype), arr.ravel()])
+    d = call("ingot_to", tensor(flat), CUDA)
+    s = call("ingot_slice", d, 0, off, flat.size, 1)
+    return call("ingot_view", s, len(shape), list(shape))
+
+
+def replay_steps(step, items, refill, check):
+    """step() run once (lazy setup is not captured), then captured in a graph on
+    CUDA. For each item: refill(item) copies new inputs into the captured
+    ones, one replay, then check(item, output), the captured output (a device
+    tensor or a tuple of them) as numpy. The captured output lives in the
+    graph's private pool, so it is dropped before the graph."""
+    step()
+    assert lib.ingot_synchronize(CUDA) == 0
+    assert lib.ingot_graph_begin(CUDA) == 0
+    try:
+        out = step()
+    finally:
+        graph = lib.ingot_graph_end(CUDA)
+    assert graph, "graph capture failed"
+    try:
+        for item in items:
+            refill(item)
+            assert lib.ingot_graph_replay(graph) == 0
+            check(item, tuple(map(to_numpy, out)) if isinstance(out, tuple) else to_numpy(out))
+    finally:
+        out = None
+        lib.ingot_graph_destroy(graph)
+
+
 def check_graph_replays(fn, shape, dtype, rng, replays=3):
     """fn(x) (a device tensor, or a tuple of them) captured once on a device input x, then
     replayed after copying new values into x: every replay equals fn run eagerly on them."""
     dx = to_device(tensor(rng.standard_normal(shape).astype(dtype)))
     as_tuple = lambda r: r if isinstance(r, tuple) else (r,)
-    as_tuple(fn(dx))  # warm-up: lazy setup is not captured
-    assert lib.ingot_synchronize(CUDA) == 0
-    assert lib.ingot_graph_begin(CUDA) == 0
-    try:
-        got = as_tuple(fn(dx))
-    finally:
-        graph = lib.ingot_graph_end(CUDA)
-    assert graph, "graph capture failed"
-    try:
-        for _ in range(replays):
-            call("ingot_copy_", dx, to_device(tensor(rng.standard_normal(shape).astype(dtype))))
-            assert lib.ingot_graph_replay(graph) == 0
-            want = as_tuple(fn(dx))
-            for g, w in zip(got, want):
-                np.testing.assert_array_equal(to_numpy(g), to_numpy(w))
-    finally:
-        g = w = got = want = None  # the captured outputs go before the graph's private pool
-        lib.ingot_graph_destroy(graph)
+
+    def check(_, got):
+        for g, w in zip(as_tuple(got), as_tuple(fn(dx))):
+            np.testing.assert_array_equal(g, to_numpy(w))
+
+    replay_steps(lambda: as_tuple(fn(dx)), range(replays),
+                 lambda _: call("ingot_copy_", dx,
+                                to_device(tensor(rng.standard_normal(shape).astype(dtype)))),
+                 check)

@@ -37,7 +37,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from cuda_diff import CUDA, diff, needs_cuda
+from cuda_diff import CUDA, diff, needs_cuda, offset_view
 from ingot_ctypes import D, P, call, lib, sig, strided, tensor, to_numpy
 from nn_cases import (FLOATS, QTYPES, check_fused_pair, opt, pad16, pad_rows, qcase_special,
                       qtable, seed)
@@ -132,15 +132,6 @@ def test_qmatmul_large(name, n, k, ms):
         x = rng.standard_normal((m, k)).astype(np.float32)
         got, want = both(wq, tid, k, x, lambda: (call("ingot_to", tensor(x), CUDA), wd))
         check_close(got, want, x, wabs)
-
-
-def offset_view(arr, shape, off):
-    """A contiguous CUDA view of arr's values that starts off elements into its
-    storage (so its address is not 16-byte (or even 2-byte) aligned)."""
-    flat = np.concatenate([np.zeros(off, arr.dtype), arr.ravel()])
-    d = call("ingot_to", tensor(flat), CUDA)
-    s = call("ingot_slice", d, 0, off, flat.size, 1)
-    return call("ingot_view", s, len(shape), list(shape))
 
 
 @pytest.mark.parametrize("name", QTYPES)

@@ -27,11 +27,10 @@ import ctypes
 import numpy as np
 import pytest
 
-from cuda_diff import CUDA, needs_cuda, to_device
+from cuda_diff import CUDA, needs_cuda, offset_view, to_device
 from ingot_ctypes import D, I, I64, IngotError, P, call, lib, sig, tensor, to_numpy
 from nn_cases import pad16, pad_rows, qtable, seed
-from test_cuda_nn import offset_view
-from test_qmatmul_rope_kv import QkvRopeOpts, close, inv_freq, make, opts
+from test_qmatmul_rope_kv import QkvRopeOpts, close, inv_freq, make, opts, replay_positions
 
 sig("ingot_qmatmul_rope_kv_attention", P, P, P, I, I64, P, P, ctypes.POINTER(QkvRopeOpts), P, P,
     D)
@@ -222,34 +221,13 @@ def test_cuda_qkv_attention_graph_replays():
     hq, hkv, dh, ctx = 9, 3, 64, 600
     c = make("Q4_1", hq, hkv, dh, ctx, 1, rng, qk_norm=True)
     inv, scale = inv_freq(dh, True), 0.125
-    dx, dw = to_device(tensor(c["x"])), to_device(tensor(c["wq"]))
-    dpos, dinv = to_device(tensor(np.array([0], np.int32))), to_device(tensor(inv))
-    dkc, dvc = to_device(tensor(c["kc"])), to_device(tensor(c["vc"]))
-    arr = to_device(tensor(np.zeros(hq + 2 * hkv, np.int32)))
-    o, _keep = opts(c, True, CUDA, arr)
-    step = lambda: call("ingot_qmatmul_rope_kv_attention", dx, dw, c["tid"], c["cols"], dpos,
-                        dinv, ctypes.byref(o), dkc, dvc, scale)
-    step()  # warm-up: lazy setup is not captured
-    assert lib.ingot_synchronize(CUDA) == 0
-    assert lib.ingot_graph_begin(CUDA) == 0
-    try:
-        dout = step()
-    finally:
-        graph = lib.ingot_graph_end(CUDA)
-    assert graph, "graph capture failed"
-    try:
-        kc, vc = tensor(c["kc"]), tensor(c["vc"])  # the CPU's caches, advanced alongside
-        for p in (0, 1, 77, ctx - 1, 300):
-            c["x"] = rng.standard_normal(c["x"].shape).astype(np.float32)
-            call("ingot_copy_", dx, to_device(tensor(c["x"])))
-            call("ingot_copy_", dpos, to_device(tensor(np.array([p], np.int32))))
-            assert lib.ingot_graph_replay(graph) == 0
-            cpu = run(c, [p], inv, True, scale, fused=False, kc=kc, vc=vc)
-            gkc, gvc = to_numpy(dkc), to_numpy(dvc)
-            close(gkc, cpu[1], 1e-4)
-            close(gvc, cpu[2], 1e-4)
-            close(to_numpy(dout), cpu_attention(cpu[3], gkc, gvc, [p], scale), 1e-3)
-            np.testing.assert_array_equal(to_numpy(arr), 0)
-    finally:
-        dout = None
-        lib.ingot_graph_destroy(graph)
+    kc, vc = tensor(c["kc"]), tensor(c["vc"])  # the CPU's caches, advanced alongside
+
+    def check(p, dout, gkc, gvc):
+        cpu = run(c, [p], inv, True, scale, fused=False, kc=kc, vc=vc)
+        close(gkc, cpu[1], 1e-4)
+        close(gvc, cpu[2], 1e-4)
+        close(dout, cpu_attention(cpu[3], gkc, gvc, [p], scale), 1e-3)
+
+    replay_positions(c, inv, rng, "ingot_qmatmul_rope_kv_attention", (scale,),
+                     (0, 1, 77, ctx - 1, 300), check)

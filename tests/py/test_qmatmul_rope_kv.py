@@ -22,7 +22,7 @@ import ctypes
 import numpy as np
 import pytest
 
-from cuda_diff import CUDA, needs_cuda, to_device
+from cuda_diff import CUDA, needs_cuda, replay_steps, to_device
 from ingot_ctypes import I, I64, IngotError, P, call, lib, sig, tensor, to_numpy
 from nn_cases import pad16, pad_rows, qtable, seed
 from test_rope_kv import RopeKvOpts, numpy_ref
@@ -261,6 +261,30 @@ def test_cuda_qmatmul_rope_kv_skips_bad_positions():
         np.testing.assert_array_equal(to_numpy(arr), 0)
 
 
+def replay_positions(c, inv, rng, name, extra, positions, check):
+    """name (ingot_qmatmul_rope_kv, or _attention: its arguments, then extra)
+    on CUDA with neox rope, captured once and replayed at each position with a
+    fresh c["x"]; after each replay check(p, output, k cache, v cache), all as
+    numpy; the arrival counters stay zero."""
+    dx, dw = to_device(tensor(c["x"])), to_device(tensor(c["wq"]))
+    dpos, dinv = to_device(tensor(np.array([0], np.int32))), to_device(tensor(inv))
+    dkc, dvc = to_device(tensor(c["kc"])), to_device(tensor(c["vc"]))
+    arr = to_device(tensor(np.zeros(c["hq"] + 2 * c["hkv"], np.int32)))
+    o, _keep = opts(c, True, CUDA, arr)
+
+    def refill(p):
+        c["x"] = rng.standard_normal(c["x"].shape).astype(np.float32)
+        call("ingot_copy_", dx, to_device(tensor(c["x"])))
+        call("ingot_copy_", dpos, to_device(tensor(np.array([p], np.int32))))
+
+    def checked(p, got):
+        check(p, got, to_numpy(dkc), to_numpy(dvc))
+        np.testing.assert_array_equal(to_numpy(arr), 0)
+
+    replay_steps(lambda: call(name, dx, dw, c["tid"], c["cols"], dpos, dinv, ctypes.byref(o), dkc,
+                              dvc, *extra), positions, refill, checked)
+
+
 @needs_cuda
 @pytest.mark.parametrize("qk_norm", [False, True])
 def test_cuda_qmatmul_rope_kv_graph_replays(qk_norm):
@@ -270,33 +294,12 @@ def test_cuda_qmatmul_rope_kv_graph_replays(qk_norm):
     hq, hkv, dh, ctx = 9, 3, 64, 12
     c = make("Q8_0", hq, hkv, dh, ctx, 1, rng, qk_norm=qk_norm)
     inv = inv_freq(dh, True)
-    dx, dw = to_device(tensor(c["x"])), to_device(tensor(c["wq"]))
-    dpos, dinv = to_device(tensor(np.array([0], np.int32))), to_device(tensor(inv))
-    dkc, dvc = to_device(tensor(c["kc"])), to_device(tensor(c["vc"]))
-    arr = to_device(tensor(np.zeros(hq + 2 * hkv, np.int32)))
-    o, _keep = opts(c, True, CUDA, arr)
-    step = lambda: call("ingot_qmatmul_rope_kv", dx, dw, c["tid"], c["cols"], dpos, dinv,
-                        ctypes.byref(o), dkc, dvc)
-    step()  # warm-up: lazy setup is not captured
-    assert lib.ingot_synchronize(CUDA) == 0
-    assert lib.ingot_graph_begin(CUDA) == 0
-    try:
-        dq = step()
-    finally:
-        graph = lib.ingot_graph_end(CUDA)
-    assert graph, "graph capture failed"
-    try:
-        kc, vc = tensor(c["kc"]), tensor(c["vc"])  # the CPU's caches, advanced alongside
-        for p in (0, 1, 5, ctx - 1, 3):
-            c["x"] = rng.standard_normal(c["x"].shape).astype(np.float32)
-            call("ingot_copy_", dx, to_device(tensor(c["x"])))
-            call("ingot_copy_", dpos, to_device(tensor(np.array([p], np.int32))))
-            assert lib.ingot_graph_replay(graph) == 0
-            want_q = to_numpy(run_op(c, [p], inv, True, kc=kc, vc=vc)[0])
-            close(to_numpy(dq), want_q, 1e-4)
-            close(to_numpy(dkc), to_numpy(kc), 1e-4)
-            close(to_numpy(dvc), to_numpy(vc), 1e-4)
-            np.testing.assert_array_equal(to_numpy(arr), 0)
-    finally:
-        dq = None
-        lib.ingot_graph_destroy(graph)
+    kc, vc = tensor(c["kc"]), tensor(c["vc"])  # the CPU's caches, advanced alongside
+
+    def check(p, dq, dkc, dvc):
+        want_q = to_numpy(run_op(c, [p], inv, True, kc=kc, vc=vc)[0])
+        close(dq, want_q, 1e-4)
+        close(dkc, to_numpy(kc), 1e-4)
+        close(dvc, to_numpy(vc), 1e-4)
+
+    replay_positions(c, inv, rng, "ingot_qmatmul_rope_kv", (), (0, 1, 5, ctx - 1, 3), check)

@@ -25,7 +25,7 @@ import ctypes
 import numpy as np
 import pytest
 
-from cuda_diff import CUDA, needs_cuda, to_device
+from cuda_diff import CUDA, needs_cuda, replay_steps, to_device
 from ingot_ctypes import D, IngotError, P, call, lib, sig, strided, tensor, to_numpy
 from test_model_device import attention_ref
 from test_rope_kv import RopeKvOpts, views
@@ -50,9 +50,10 @@ def case(T, hq, hkv, dh, ctx, pos, cache_dt=np.float32, norm=False):
                 hkv=hkv, dh=dh, scale=1.0 / np.sqrt(dh))
 
 
-def run(c, neox, dev=None, fused=True, as_strided=False):
+def run(c, neox, dev=None, fused=True, as_strided=False, roped_q=False):
     """The op (fused) or rope_kv_write + attention_cached on dev (None: CPU):
-    (attention output, k cache, v cache) as numpy."""
+    (attention output, k cache, v cache) as numpy, and with roped_q (two
+    ops) the roped q."""
     mv = (lambda t: to_device(t, dev)) if dev is not None else (lambda t: t)
     T, hq, hkv, dh = c["qkv"].shape[0], c["hq"], c["hkv"], c["dh"]
     if as_strided:
@@ -70,6 +71,8 @@ def run(c, neox, dev=None, fused=True, as_strided=False):
     else:
         qr = call("ingot_rope_kv_write", q, k, v, pos, inv, ctypes.byref(o), kc, vc)
         out = call("ingot_attention_cached", qr, kc, vc, pos, c["scale"])
+        if roped_q:
+            return to_numpy(out), to_numpy(kc), to_numpy(vc), to_numpy(qr)
     return to_numpy(out), to_numpy(kc), to_numpy(vc)
 
 
@@ -172,14 +175,9 @@ def test_rope_kv_attention_errors_change_nothing():
 # ---- CUDA ----
 def cpu_attention_over(c, neox, kc, vc):
     """The CPU's attention of its own roped q over the caches kc, vc."""
-    T, hq, hkv, dh = c["qkv"].shape[0], c["hq"], c["hkv"], c["dh"]
-    q, k, v = views(tensor(c["qkv"]), T, hq, hkv, dh)
-    wq, wk = (tensor(c["w"][0]), tensor(c["w"][1])) if c["w"] else (None, None)
-    o = RopeKvOpts(neox, wq.ptr if wq else None, wk.ptr if wk else None, EPS)
-    pos = tensor(c["pos"])
-    qr = call("ingot_rope_kv_write", q, k, v, pos, tensor(c["inv"]), ctypes.byref(o),
-              tensor(c["kc"]), tensor(c["vc"]))
-    return to_numpy(call("ingot_attention_cached", qr, tensor(kc), tensor(vc), pos, c["scale"]))
+    qr = run(c, neox, fused=False, roped_q=True)[3]
+    return to_numpy(call("ingot_attention_cached", tensor(qr), tensor(kc), tensor(vc),
+                         tensor(c["pos"]), c["scale"]))
 
 
 def cuda_checks(c, neox):
@@ -296,24 +294,15 @@ def test_cuda_rope_kv_attention_graph_replays(cache_dt):
     ekc, evc = to_device(tensor(c["kc"])), to_device(tensor(c["vc"]))
     step = lambda kc, vc: call("ingot_rope_kv_attention", q, k, v, dpos, dinv, ctypes.byref(o),
                                kc, vc, c["scale"])
-    step(gkc, gvc)  # warm-up: lazy setup is not captured
-    step(ekc, evc)
-    assert lib.ingot_synchronize(CUDA) == 0
-    assert lib.ingot_graph_begin(CUDA) == 0
-    try:
-        gout = step(gkc, gvc)
-    finally:
-        graph = lib.ingot_graph_end(CUDA)
-    assert graph, "graph capture failed"
-    try:
-        for p in (1, 2, 130, 1000, ctx - 1, 7):
-            qkv = RNG.standard_normal(c["qkv"].shape).astype(np.float32)
-            call("ingot_copy_", dqkv, to_device(tensor(qkv)))
-            call("ingot_copy_", dpos, to_device(tensor(np.array([p], np.int32))))
-            assert lib.ingot_graph_replay(graph) == 0
-            eout = step(ekc, evc)
-            equal((to_numpy(gout), to_numpy(gkc), to_numpy(gvc)),
-                  (to_numpy(eout), to_numpy(ekc), to_numpy(evc)))
-    finally:
-        gout = None
-        lib.ingot_graph_destroy(graph)
+    step(ekc, evc)  # the eager twin's warm-up (replay_steps warms the captured one)
+
+    def refill(p):
+        qkv = RNG.standard_normal(c["qkv"].shape).astype(np.float32)
+        call("ingot_copy_", dqkv, to_device(tensor(qkv)))
+        call("ingot_copy_", dpos, to_device(tensor(np.array([p], np.int32))))
+
+    def check(_, gout):
+        eout = step(ekc, evc)
+        equal((gout, to_numpy(gkc), to_numpy(gvc)), (to_numpy(eout), to_numpy(ekc), to_numpy(evc)))
+
+    replay_steps(lambda: step(gkc, gvc), (1, 2, 130, 1000, ctx - 1, 7), refill, check)
