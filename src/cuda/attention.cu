@@ -37,6 +37,7 @@
 #define PDL_FAMILY "attn"  // INGOT_NO_PDL=attn turns this file's PDL off
 #include "pdl.cuh"
 #include "qgemv_stage.cuh"
+#include "timeline.cuh"
 
 namespace cg = cooperative_groups;
 
@@ -453,6 +454,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
                         const C *__restrict__ vc, const int32_t *__restrict__ pos,
                         float *__restrict__ out, int Hq, int Hkv, int D, int ctx, int lr,
                         float scale, RkvParams R, C *kw, C *vw, QkvParams Q) {
+  TL_SCOPE(kTlAttention);
   __shared__ float sc[kTile];             // scores of the block's current tile
   __shared__ float part[NT * kLaneVals];  // sums of p v of each lane group [group][D]
   __shared__ float acc[256];              // the block's sum of p v (read by the cluster)
@@ -970,6 +972,8 @@ ingot_status k_qmatmul_rope_kv_attention(ingot_op_args *a) {
 }
 
 }  // namespace
+
+TL_DEFINE_ATTACH(cuda_tl_attach_attention)
 
 extern "C" void cuda_register_attention(ingot_backend *be) {
   be->kernels[INGOT_OP_ROPE] = k_rope;

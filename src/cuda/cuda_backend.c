@@ -202,4 +202,5 @@ void cuda_backend_init(ingot_backend *be) {
   cuda_register_qgemv(be);
   cuda_register_moe(be);
   cuda_register_moe_block(be);
+  cuda_timeline_attach_all(); /* a -DINGOT_TIMELINE=ON build only */
 }

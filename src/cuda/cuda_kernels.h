@@ -88,6 +88,20 @@ cudaError_t cuda_generate(void *out, int op, int dt, int64_t n, int64_t cols, co
 /* Write n copies of an es-byte pattern (es = 1, 2, 4, 8 or 16) to dst. */
 cudaError_t cuda_fill_pattern(void *dst, const void *pattern, int es, int64_t n, cudaStream_t s);
 
+/* The in-graph timeline (timeline.cuh, a -DINGOT_TIMELINE=ON build): one
+ * record per block of an instrumented kernel. */
+typedef struct cuda_tl_rec {
+  uint32_t kid, block, grid, pad;
+  uint64_t t0, t1; /* %globaltimer (ns) at entry and at thread 0's exit */
+} cuda_tl_rec;
+#define CUDA_TL_CAP (1u << 24)
+/* The process's record buffer and counter on the device, allocated at the
+ * first call when $INGOT_TIMELINE_OUT names the file written at exit; false
+ * (nothing allocated) otherwise or in a build without the timeline. */
+bool cuda_timeline_buffers(cuda_tl_rec **recs, unsigned long long **count);
+/* Points every instrumented file's kernels at the buffer (backend setup). */
+void cuda_timeline_attach_all(void);
+
 #ifdef __cplusplus
 }
 #endif

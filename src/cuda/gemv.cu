@@ -68,6 +68,7 @@
 // grids); INGOT_PDL=gemv turns it on.
 #define PDL_DEFAULT_OFF 1
 #include "pdl.cuh"
+#include "timeline.cuh"
 #include "weight_chunk.cuh"
 
 namespace {
@@ -542,6 +543,7 @@ __device__ __forceinline__ void stage_xf(const GemvParams &p, float *xs, float *
 // W rows 16-byte aligned, C * R <= 32 (one lane stores each sum).
 template <class WT, int R, int C>
 __global__ void __launch_bounds__(kThreads, C *R <= 8 ? 2 : 1) gemvx_kernel(GemvParams p) {
+  TL_SCOPE(kTlGemvx);
   constexpr int VEC = Wfmt<WT>::VEC, U = 16 / C;
   static_assert(C * R <= 32, "one lane per output of a tile");
   extern __shared__ float4 smem4[];
@@ -939,6 +941,8 @@ ingot_status try_scaled_mm(ingot_op_args *a, bool *done) {
 }
 
 }  // namespace
+
+TL_DEFINE_ATTACH(cuda_tl_attach_gemv)
 
 extern "C" ingot_status cuda_gemv_try(ingot_op_args *a, bool *done) {
   *done = false;

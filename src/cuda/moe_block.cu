@@ -48,6 +48,7 @@
 // bf16, 327.9 -> 330.6 fp8); INGOT_NO_PDL=moeblock turns it off.
 #include "pdl.cuh"
 #include "weight_chunk.cuh"
+#include "timeline.cuh"
 
 namespace cg = cooperative_groups;
 
@@ -265,6 +266,7 @@ __device__ void route_block(const BlockParams &p, float *ls, unsigned long long 
 
 template <class WT>
 __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
+  TL_SCOPE(kTlMoeBlock);
   constexpr int VEC = Wfmt<WT>::VEC, LU = 8;  // LU: 16-byte loads per row per lane in flight
   extern __shared__ float4 smem4[];
   float *base = reinterpret_cast<float *>(smem4);
@@ -552,6 +554,8 @@ ingot_status k_moe_block(ingot_op_args *a) {
 }
 
 }  // namespace
+
+TL_DEFINE_ATTACH(cuda_tl_attach_moe_block)
 
 extern "C" void cuda_register_moe_block(ingot_backend *be) {
   be->kernels[INGOT_OP_MOE_BLOCK] = k_moe_block;

@@ -68,6 +68,7 @@
 #include "ingot/nn.h"
 #include "ingot/ops.h"
 #include "../core/qkv_rope.h"
+#include "timeline.cuh"
 #include "qgemv_kernels.cuh"
 #include "qgemv_rope_kv.cuh"
 
@@ -476,6 +477,8 @@ ingot_status k_qget_rows(ingot_op_args *a) {
 }
 
 }  // namespace
+
+TL_DEFINE_ATTACH(cuda_tl_attach_qgemv)
 
 extern "C" void cuda_register_qgemv(ingot_backend *be) {
   be->kernels[INGOT_OP_QMATMUL] = k_qmatmul;

@@ -281,6 +281,7 @@ __global__ void __launch_bounds__(kSmemMaxThreads, smem_blocks_per_sm(TYPE, R))
                       int64_t n, int m, float *__restrict__ y, const float *__restrict__ res,
                       const float *__restrict__ norm, float eps, int lpr, int rw, bool xvec,
                       bool glu) {
+  TL_SCOPE(kTlQgemv);
   smem_gemv<TYPE, R>(w, rs, x, k, n, m, y, res, norm, eps, lpr, rw, xvec, glu, NoEpilogue());
 }
 
@@ -313,6 +314,7 @@ template <int TYPE>
 __global__ void qget_rows_kernel(const uint8_t *__restrict__ w, int64_t rs, int64_t nrows,
                                  const int64_t *__restrict__ ids, int64_t t_count, int64_t cols,
                                  float *__restrict__ out, bool al, bool ovec) {
+  TL_SCOPE(kTlGetRows);
   const int64_t units = (cols + ggml::kUnit - 1) / ggml::kUnit;
   pdl_wait();  // ids come from an earlier kernel (the sampler)
   pdl_launch_dependents();

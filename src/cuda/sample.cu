@@ -30,6 +30,7 @@
 #include "cuda_common.cuh"
 #define PDL_FAMILY "sample"  // INGOT_NO_PDL=sample turns this file's PDL off
 #include "pdl.cuh"
+#include "timeline.cuh"
 
 namespace {
 
@@ -292,6 +293,7 @@ __device__ void finish(const Params &P, int token) {
 __device__ int top_k_of(const Params &P) { return P.top_k > 0 && P.top_k < P.V ? P.top_k : P.V; }
 
 __global__ void __launch_bounds__(kThreads) sample_kernel(Params P) {
+  TL_SCOPE(kTlSample);
   __shared__ Shared sh;
   const int V = P.V;
   pdl_wait();  // the logits come from the previous kernel
@@ -313,6 +315,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(Params P) {
 }
 
 __global__ void __launch_bounds__(kThreads) sample_many_kernel(Params P) {
+  TL_SCOPE(kTlSample);
   __shared__ Shared sh;
   __shared__ float sl[kSlice];
   const int b = blockIdx.x, nb = gridDim.x, lo = b * kSlice, n = min(kSlice, P.V - lo);
@@ -411,6 +414,8 @@ ingot_status k_sample_tokens(ingot_op_args *a) {
 }
 
 }  // namespace
+
+TL_DEFINE_ATTACH(cuda_tl_attach_sample)
 
 extern "C" void cuda_register_sample(ingot_backend *be) {
   be->kernels[INGOT_OP_SAMPLE_TOKENS] = k_sample_tokens;
