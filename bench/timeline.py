@@ -22,8 +22,8 @@ from collections import defaultdict
 import numpy as np
 
 NAMES = {1: "gemvx", 2: "attention", 3: "moe_block", 4: "sample", 5: "qgemv_smem", 6: "get_rows"}
-REC = np.dtype([("kid", "<u4"), ("block", "<u4"), ("grid", "<u4"), ("pad", "<u4"),
-                ("t0", "<u8"), ("t1", "<u8")])
+REC = np.dtype([("kid", "<u4"), ("block", "<u4"), ("grid", "<u4"), ("nmarks", "<u4"),
+                ("t0", "<u8"), ("t1", "<u8"), ("mark", "<u8", (4,))])
 
 
 def launches(path):
@@ -36,8 +36,9 @@ def launches(path):
     ts = np.unique(np.concatenate([r["t0"], r["t1"]]))
     d = np.diff(ts)
     res = int(d[d > 0].min()) if d.size and (d > 0).any() else 0
-    return [(int(r["kid"][c]), int(r["grid"][c]), int(s), int(e))
-            for c, s, e in zip(cut, start, end)], res
+    hi = np.append(cut[1:], len(r))
+    return [(int(r["kid"][c]), int(r["grid"][c]), int(s), int(e), r[c:h])
+            for c, h, s, e in zip(cut, hi, start, end)], res
 
 
 def steps(ls):
@@ -72,6 +73,7 @@ def report(g, st, nsteps):
     print(f"\ngeneration {g}: {len(st)} steps, last {len(tail)}: step "
           f"{statistics.median(times):.1f} us median ({len(shape)} launches)")
     agg, order = defaultdict(lambda: ([], [])), []
+    marks = defaultdict(lambda: defaultdict(list))
     for s in tail:
         for i, x in enumerate(s):
             key = shape[i] + (" (head)" if i == len(shape) - 2 else "")
@@ -79,6 +81,13 @@ def report(g, st, nsteps):
                 order.append(key)
             agg[key][0].append((x[3] - x[2]) / 1000)
             agg[key][1].append((x[2] - s[i - 1][3]) / 1000 if i else 0.0)
+            if x[4]["nmarks"].max() > 0:  # phases: from the previous launch's end
+                base = s[i - 1][3] if i else x[2]
+                nm = int(x[4]["nmarks"].max())
+                for k in range(nm):
+                    v = x[4]["mark"][:, k].astype(np.int64) - base
+                    marks[key][k].append((v.mean() / 1000, v.max() / 1000))
+                marks[key][nm].append(((x[3] - base) / 1000, (x[3] - base) / 1000))
     print(f"{'kernel[grid]':24s} {'count':>6s} {'mean us':>8s} {'gap before':>11s}")
     n, tot_d, tot_g = len(tail), 0.0, 0.0
     for key in order:
@@ -86,6 +95,11 @@ def report(g, st, nsteps):
         tot_d += sum(d) / n
         tot_g += sum(gp) / n
         print(f"{key:24s} {len(d) // n:6d} {statistics.mean(d):8.2f} {statistics.mean(gp):11.2f}")
+        if key in marks:
+            ph = "  ".join(f"m{k} {statistics.mean(a for a, _ in v):.2f}/"
+                           f"{statistics.mean(b for _, b in v):.2f}"
+                           for k, v in sorted(marks[key].items()))
+            print(f"{'':24s} phases after the previous end (mean/last block, us; last = end): {ph}")
     between = [(b[0][2] - a[-1][3]) / 1000 for a, b in zip(tail, tail[1:])]
     print(f"a step: kernels {tot_d:.1f} us + gaps {tot_g:.1f} us; between steps "
           f"{statistics.mean(between) if between else 0:.2f} us")

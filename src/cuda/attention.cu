@@ -499,6 +499,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
   }
   pdl_wait();  // q, the caches and pos come from earlier kernels
   pdl_launch_dependents();
+  TL_MARK();  // timeline mark 0: the wait is over
   // The live rows 0..pos[t] split evenly over the cluster (read here, so a
   // captured launch fits every position).
   const int npos = clamp_pos(pos[t], ctx) + 1, chunk = (npos + kCluster - 1) / kCluster;
@@ -569,6 +570,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
       }
     }
     __syncthreads();
+    TL_MARK();  // mark 1 (ROPE): the prologue is done
     if (prev) {
       const int nt = min(kTile, n);
       patch_rows<V>(grp, ngrp, nt, sub, lr, nv, xv, jnew, rv);
@@ -638,6 +640,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
     if (v < nv) part[grp * D + v * V + i % V] = a[i];
   }
   if (threadIdx.x == 0) stat[0] = m, stat[1] = l;
+  TL_MARK();  // the block's rows are done
   __syncthreads();
   for (int d = threadIdx.x; d < D; d += NT) {
     float s = 0.f;
@@ -645,6 +648,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
     acc[d] = s;
   }
   cluster.sync();  // every block's max, sum and acc visible
+  TL_MARK();  // the cluster has met
   // 3. Block r's slice of the output: the blocks' sums rescaled to the
   // cluster's max M (a block without rows: m = -inf, weight 0). All scores
   // -inf: L = 0 and the head is NaN, as on the CPU.

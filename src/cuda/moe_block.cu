@@ -288,9 +288,11 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   norm_weights_first(p.norm, (int)(p.D / 4), kThreads, true, nw);
   pdl_wait();  // x comes from the kernel before
   pdl_launch_dependents();
+  TL_MARK();  // timeline mark 0: the wait is over
   stage_x<VEC>(p, xs, nw);
   router_logits<VEC>(p, xs, first);
   grid.sync();
+  TL_MARK();  // mark 1: every router row done
   for (int e = tid; e < p.E; e += kThreads) ls[e] = __ldcg(p.logits + e);
   __syncthreads();
   route_block(p, ls, keys, sid, swt);  // ids in [0, E): no range checks below
@@ -371,7 +373,9 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   }
   if (tid < nss) ss[tid] = ss0;
   for (int q = tid + kThreads; q < nss; q += kThreads) ss[q] = down_scale(q);
+  TL_MARK();  // mark 2: this block's phase 1a done
   grid.sync();  // every h written (xs is free from here: hs shares its space)
+  TL_MARK();  // mark 3: the second sync
 
   // Phase 1b: h of every slot into shared memory; the down rows arrive.
   for (int64_t q = tid; q < (int64_t)p.k * I / 4; q += kThreads)

@@ -4,7 +4,8 @@
 // instrumented kernel records (kernel id, block, grid, %globaltimer at entry
 // and at thread 0's exit) into one device buffer, which timeline.c writes to
 // $INGOT_TIMELINE_OUT at exit (bench/timeline.py summarises it).
-// Usage: `TL_SCOPE(kTlGemvx);` as a kernel's first statement, and once in
+// Usage: `TL_SCOPE(kTlGemvx);` as a kernel's first statement, optionally
+// `TL_MARK();` at up to four points of it (phases), and once in
 // the file `TL_DEFINE_ATTACH(cuda_tl_attach_<file>)` (listed in timeline.c).
 #pragma once
 
@@ -36,15 +37,19 @@ __device__ __forceinline__ uint64_t tl_now() {
 }
 
 struct TlScope {
-  uint32_t kid;
-  uint64_t t0;
+  uint32_t kid, nm = 0;
+  uint64_t t0, m[4] = {0, 0, 0, 0};
   __device__ explicit TlScope(uint32_t k) : kid(k), t0(threadIdx.x == 0 ? tl_now() : 0) {}
+  __device__ void mark() {
+    if (threadIdx.x == 0 && nm < 4) m[nm++] = tl_now();
+  }
   __device__ ~TlScope() {
     if (threadIdx.x != 0 || !tl_recs) return;
     const unsigned long long i = atomicAdd(tl_count, 1ull);
     if (i >= CUDA_TL_CAP) return;
     const uint32_t b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-    tl_recs[i] = cuda_tl_rec{kid, b, gridDim.x * gridDim.y * gridDim.z, 0u, t0, tl_now()};
+    tl_recs[i] = cuda_tl_rec{kid, b,        gridDim.x * gridDim.y * gridDim.z, nm,
+                             t0,  tl_now(), {m[0], m[1], m[2], m[3]}};
   }
 };
 
@@ -60,12 +65,17 @@ inline void tl_attach() {
 
 }  // namespace
 #define TL_SCOPE(kid) TlScope tl_scope_(kid)
+// A point inside the kernel (thread 0's time; at most 4 a kernel).
+#define TL_MARK() tl_scope_.mark()
 // The file's attach function, called by cuda_timeline_attach_all (timeline.c).
 #define TL_DEFINE_ATTACH(name) \
   extern "C" void name(void) { tl_attach(); }
 #else
 #define TL_SCOPE(kid) \
   do {                \
+  } while (0)
+#define TL_MARK() \
+  do {            \
   } while (0)
 #define TL_DEFINE_ATTACH(name)
 #endif
