@@ -11,10 +11,14 @@
 //     before the weights; Qwen3-30B-A3B's q|k|v (5120 x 2048) and o (2048 x
 //     4096) shapes.
 // Needs 62 GB of device memory. Usage: ingot_read_floor (no arguments).
+// It links nothing of ingot; it shares the weight load (ld_stream) with the
+// library's kernels through src/cuda/weight_chunk.cuh.
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include "weight_chunk.cuh"  // ld_stream: the streaming load ingot's GEMVs use
 
 namespace {
 
@@ -22,14 +26,6 @@ void check(cudaError_t e, const char *what) {
   if (e == cudaSuccess) return;
   fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
   exit(1);
-}
-
-__device__ __forceinline__ uint4 ld_stream(const uint4 *p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
 }
 
 // Block b streams 16-byte pieces [n16 b / G, n16 (b + 1) / G), U loads a
