@@ -4,8 +4,8 @@ instrumented kernel launch's time (first block's entry to last block's exit)
 and the gap before it (from the previous launch's end; negative: the launches
 overlap under PDL, a block's entry being before its wait).
 
-FILE holds raw records of 32 bytes (kid, block, grid, pad: uint32; t0, t1:
-uint64 ns of %globaltimer), one per block. A launch is a run of one (kid,
+FILE holds raw records of 128 bytes (kid, block, grid, nmarks: uint32; t0, t1:
+uint64 ns of %globaltimer; mark: 12 x uint64, TL_MARK points), one per block. A launch is a run of one (kid,
 grid) in entry order (the decode step never runs one instrumented kernel
 twice in a row); a step runs from the embedding row (get_rows) to the
 sampler; steps more than 1 ms apart belong to different generations. For
@@ -23,7 +23,7 @@ import numpy as np
 
 NAMES = {1: "gemvx", 2: "attention", 3: "moe_block", 4: "sample", 5: "qgemv_smem", 6: "get_rows"}
 REC = np.dtype([("kid", "<u4"), ("block", "<u4"), ("grid", "<u4"), ("nmarks", "<u4"),
-                ("t0", "<u8"), ("t1", "<u8"), ("mark", "<u8", (4,))])
+                ("t0", "<u8"), ("t1", "<u8"), ("mark", "<u8", (12,))])
 
 
 def launches(path):

@@ -220,16 +220,56 @@ struct RopePair {
   int a, b;
   float y0, y1;
 };
-__device__ __forceinline__ RopePair rope_pair(const float *y, int i, int half, int p,
-                                              const double *inv, bool neox) {
+__device__ __forceinline__ RopePair rope_pair_f(const float *y, int i, int half, int p, double f,
+                                                bool neox) {
   double sd, cd;
-  sincos((double)p * inv[i], &sd, &cd);
+  sincos((double)p * f, &sd, &cd);
   float cf = (float)cd, sf = (float)sd;
   RopePair r;
   r.a = neox ? i : 2 * i, r.b = neox ? i + half : 2 * i + 1;
   float x0 = y[r.a], x1 = y[r.b];
   r.y0 = x0 * cf - x1 * sf, r.y1 = x0 * sf + x1 * cf;
   return r;
+}
+__device__ __forceinline__ RopePair rope_pair(const float *y, int i, int half, int p,
+                                              const double *inv, bool neox) {
+  return rope_pair_f(y, i, half, p, inv[i], neox);
+}
+
+// A head of D <= 256 values in one warp's registers: lane holds elements
+// lane + 32 u (zeros past D); pair i = lane + 32 u of its rope.
+constexpr int kHeadRegs = 8;
+// The rope's inverse frequencies of a lane's pairs (before pdl_wait: immutable).
+__device__ __forceinline__ void head_inv(const double *inv, int D, int lane,
+                                         double (&f)[kHeadRegs / 2]) {
+#pragma unroll
+  for (int u = 0; u < kHeadRegs / 2; u++) f[u] = lane + 32 * u < D / 2 ? inv[lane + 32 * u] : 0.0;
+}
+// Norm weights w (1 when null) of a lane's elements.
+__device__ __forceinline__ void head_weights(const float *w, int D, int lane,
+                                             float (&f)[kHeadRegs]) {
+#pragma unroll
+  for (int u = 0; u < kHeadRegs; u++) f[u] = w && lane + 32 * u < D ? w[lane + 32 * u] : 1.f;
+}
+// The head at x (global memory) into registers.
+__device__ __forceinline__ void head_load(const float *x, int D, int lane, float (&v)[kHeadRegs]) {
+#pragma unroll
+  for (int u = 0; u < kHeadRegs; u++) v[u] = lane + 32 * u < D ? x[lane + 32 * u] : 0.f;
+}
+// stage_norm on registers (the same sums in the same order), stored to y.
+__device__ __forceinline__ void head_norm_store(float (&v)[kHeadRegs], const float (&wt)[kHeadRegs],
+                                                bool norm, float *y, int D, float eps, int lane) {
+  if (norm) {
+    float ss = 0.f;
+#pragma unroll
+    for (int u = 0; u < kHeadRegs; u++) ss = fmaf(v[u], v[u], ss);
+    const float inv = 1.0f / sqrtf(warp_sum(ss) / (float)D + eps);
+#pragma unroll
+    for (int u = 0; u < kHeadRegs; u++) v[u] = __fmul_rn(__fmul_rn(v[u], inv), wt[u]);
+  }
+#pragma unroll
+  for (int u = 0; u < kHeadRegs; u++)
+    if (lane + 32 * u < D) y[lane + 32 * u] = v[u];
 }
 
 // An L2 prefetch of the lines of [p, p + bytes), a line a lane of one warp:
@@ -347,10 +387,14 @@ __device__ float block_reduce(float x, float *red) {
 // 1. scores into shared memory; the tile's max;
 // 2. running max m' = max(m, tile max); the sums so far scaled by exp(m - m');
 //    p = exp(score - m'); l += sum of p, a += p v (per lane).
-// Then the lane groups' a merge into acc[D], m and l go to stat, and after a
-// cluster barrier block r writes out[t, h, d] = sum_b acc_b[d] f_b / sum_b l_b
-// f_b, f_b = exp(m_b - M), M the cluster's max. As the CPU: NaN scores and
-// all -inf rows give NaN; -inf scores weigh 0.
+// Then the lane groups' a merge into acc_b[D], and block b pushes m_b, l_b
+// and its sums of block r's slice of D into block r's shared memory (remote
+// stores); after one cluster barrier block r writes out[t, h, d] = sum_b
+// acc_b[d] f_b / sum_b l_b f_b, f_b = exp(m_b - M), M the cluster's max, from
+// its own shared memory. No block reads another's after the barrier, so
+// none waits at a second one before it exits (the pulled form's second
+// barrier: H200 Qwen3-30B-A3B decode +0.8 % bf16, +1.2 % fp8 without it).
+// As the CPU: NaN scores and all -inf rows give NaN; -inf scores weigh 0.
 const int kLaneVals = 8;       // values of a row a lane holds (D <= 32 lanes * 8)
 const int kBatch = 4;          // rows a lane group loads before it computes
 __device__ float4 kNoRow[64];  // a cache row's worth of zeros (256 floats) no kernel writes
@@ -432,7 +476,9 @@ __device__ __forceinline__ float score_weight(float s, float mn) {
 
 // ROPE (ROPE_KV_ATTENTION, T = 1): q is rope_kv_write's work done in a
 // prologue, from R's raw q, k, v (R.qo unused, q null): every block norms
-// and ropes its q head in shared memory (warp 0, as rope_kv_kernel does).
+// and ropes its q head (warp 0, as rope_kv_kernel does; the raw head loaded
+// with pos in one round trip, its norm weights and frequencies in registers
+// before the wait: H200 Qwen3-30B-A3B decode +2 % with the moe_block tail).
 // The block whose rows hold the new row pos (in [0, ctx)) also norms and
 // ropes k and makes v (warps 1, 2), each value rounded to C, and takes row
 // pos from shared memory instead of the cache, so no cache element is both
@@ -457,12 +503,16 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
   TL_SCOPE(kTlAttention);
   __shared__ float sc[kTile];             // scores of the block's current tile
   __shared__ float part[NT * kLaneVals];  // sums of p v of each lane group [group][D]
-  __shared__ float acc[256];              // the block's sum of p v (read by the cluster)
-  __shared__ float stat[2];               // the block's max score, sum of p
   __shared__ float rq[ROPE ? 256 : 1], rk[ROPE ? 256 : 1], rv[ROPE ? 256 : 1];  // roped q; row pos
   extern __shared__ float xs[];                                                 // QT: x [k], normed
   __shared__ float ys[QT >= 0 ? kQkvRows : 1];  // QT: this block's rows of q | k | v
+  // Pushed by every block b of the cluster: its max and sum, and its sums of
+  // this block's slice of the output.
+  __shared__ float rstat[kCluster][2], racc[kCluster][256 / kCluster];
   cg::cluster_group cluster = cg::this_cluster();
+  // Blocks write into each other's shared memory only once all have started:
+  // arrive now, wait before the first push (QT: its cluster.sync does it).
+  if constexpr (QT < 0) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
   const int r = (int)cluster.block_rank(), h = blockIdx.y, t = blockIdx.z;
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   // QT: rows [j0, j1) of the 3 D (q head h, k and v of its kv head); grow(j)
@@ -473,9 +523,15 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
     return j < D ? (int64_t)h * D + j
                  : (int64_t)(j < 2 * D ? Hq + kvh0 : Hq + Hkv + kvh0) * D + j % D;
   };
-  if constexpr (ROPE) {  // the prologue's weights, while the kernel before drains
-    if (w < 2 && R.w[w]) warp_prefetch_l2(R.w[w], (int64_t)D * 4, lane);
-    if (w == 2) warp_prefetch_l2(R.inv, (int64_t)D / 2 * 8, lane);
+  // ROPE: the prologue's norm weights and frequencies in registers while the
+  // kernel before drains (warps 0, 1: q, k; 2: v, no norm, no rope).
+  float hw[kHeadRegs];
+  double hf[kHeadRegs / 2];
+  if constexpr (ROPE) {
+    if (w < 2) {
+      head_weights(R.w[w], D, lane, hw);
+      head_inv(R.inv, D, lane, hf);
+    }
   }
   uint8_t *wsm = reinterpret_cast<uint8_t *>(xs) + qkv_x_bytes(Q.k);  // QT, Q.stage
   if constexpr (QT >= 0) {  // weights only: immutable, so before pdl_wait
@@ -500,6 +556,12 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
   pdl_wait();  // q, the caches and pos come from earlier kernels
   pdl_launch_dependents();
   TL_MARK();  // timeline mark 0: the wait is over
+  // ROPE without QT: the raw heads (q; k, v of the kv head, used only by the
+  // block that holds row pos) loaded at once with pos: one round trip.
+  float hv[kHeadRegs];
+  if constexpr (ROPE && QT < 0) {
+    if (w < 3) head_load(R.src[w] + (int64_t)(w == 0 ? h : kvh0) * R.hs[w], D, lane, hv);
+  }
   // The live rows 0..pos[t] split evenly over the cluster (read here, so a
   // captured launch fits every position).
   const int npos = clamp_pos(pos[t], ctx) + 1, chunk = (npos + kCluster - 1) / kCluster;
@@ -523,6 +585,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
       load_rows<C, V, true, false>(kc + first, rs, grp, ngrp, nt, sub, lr, nv, x, jnew, rk);
       prev = prek = true;
     }
+    TL_MARK();  // mark 1 (ROPE): pos has arrived, the first rows' loads issued
     if constexpr (QT >= 0) {
       if (Q.stage) cp_async_wait_all();
       // x normed as qgemv stages it; its closing barrier also makes the
@@ -537,16 +600,14 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
     if (w == 0 || (holds && w < 3)) {
       float *y = w == 0 ? rq : w == 1 ? rk : rv;
       if constexpr (QT >= 0) {  // gather the raw head from the blocks that made it
-        for (int i = lane; i < D; i += 32) {
-          const int c = w * D + i;
-          y[i] = *cluster.map_shared_rank(&ys[c % rpb], c / rpb);
+#pragma unroll
+        for (int u = 0; u < kHeadRegs; u++) {
+          const int i = lane + 32 * u, c = w * D + i;
+          hv[u] = i < D ? *cluster.map_shared_rank(&ys[c % rpb], c / rpb) : 0.f;
         }
-        __syncwarp();
-        stage_norm(y, w < 2 ? R.w[w] : nullptr, y, D, R.eps, lane);
-      } else {
-        stage_norm(R.src[w] + (int64_t)(w == 0 ? h : kvh) * R.hs[w], w < 2 ? R.w[w] : nullptr, y, D,
-                   R.eps, lane);
       }
+      head_norm_store(hv, hw, w < 2 && R.w[w], y, D, R.eps, lane);
+      TL_MARK();  // mark 2 (ROPE): q has arrived, normed
       __syncwarp();
       const bool writer = holds && h % (Hq / Hkv) == 0;
       const int64_t crow = ((int64_t)p * Hkv + kvh) * D;
@@ -557,8 +618,11 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
           y[i] = to_acc(c);
         }
       } else {
-        for (int i = lane; i < D / 2; i += 32) {  // pairs apart: in place per lane
-          const RopePair rp = rope_pair(y, i, D / 2, p, R.inv, R.neox);
+#pragma unroll
+        for (int u = 0; u < kHeadRegs / 2; u++) {  // pairs apart: in place per lane
+          const int i = lane + 32 * u;
+          if (i >= D / 2) break;
+          const RopePair rp = rope_pair_f(y, i, D / 2, p, hf[u], R.neox);
           if (w == 0) {
             y[rp.a] = rp.y0, y[rp.b] = rp.y1;
           } else {
@@ -570,7 +634,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
       }
     }
     __syncthreads();
-    TL_MARK();  // mark 1 (ROPE): the prologue is done
+    TL_MARK();  // mark 3 (ROPE): the prologue is done
     if (prev) {
       const int nt = min(kTile, n);
       patch_rows<V>(grp, ngrp, nt, sub, lr, nv, xv, jnew, rv);
@@ -608,6 +672,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
       }
     }
     __syncthreads();
+    if (s0 == 0) TL_MARK();  // the first tile's scores
     // 2. The tile's max (every warp alike; fmaxf skips NaN scores, as the
     // CPU), the rescale of what came before, the weighted V rows.
     float tm = -INFINITY;
@@ -639,36 +704,41 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
     int v = sub + i / V * lr;
     if (v < nv) part[grp * D + v * V + i % V] = a[i];
   }
-  if (threadIdx.x == 0) stat[0] = m, stat[1] = l;
   TL_MARK();  // the block's rows are done
   __syncthreads();
+  if constexpr (QT < 0) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+  const int per = (D + kCluster - 1) / kCluster;
   for (int d = threadIdx.x; d < D; d += NT) {
     float s = 0.f;
     for (int g = 0; g < ngrp; g++) s += part[g * D + d];
-    acc[d] = s;
+    *cluster.map_shared_rank(&racc[r][d % per], d / per) = s;
   }
-  cluster.sync();  // every block's max, sum and acc visible
-  TL_MARK();  // the cluster has met
+  if (threadIdx.x < kCluster) {  // warp 0 holds l
+    *cluster.map_shared_rank(&rstat[r][0], threadIdx.x) = m;
+    *cluster.map_shared_rank(&rstat[r][1], threadIdx.x) = l;
+  }
+  cluster.sync();  // every push has landed; no block reads another's memory after this
+  TL_MARK();       // the cluster has met
   // 3. Block r's slice of the output: the blocks' sums rescaled to the
   // cluster's max M (a block without rows: m = -inf, weight 0). All scores
   // -inf: L = 0 and the head is NaN, as on the CPU.
-  float M = lane < kCluster ? *cluster.map_shared_rank(&stat[0], lane) : -INFINITY;
-  M = warp_max(M);
-  const int per = (D + kCluster - 1) / kCluster;
+  float M = -INFINITY;
+#pragma unroll
+  for (int b = 0; b < kCluster; b++) M = fmaxf(M, rstat[b][0]);
   for (int i = threadIdx.x; i < per; i += NT) {
     int d = r * per + i;
     if (d >= D) break;
     float L = 0.f, A = 0.f;
 #pragma unroll
     for (int b = 0; b < kCluster; b++) {
-      const float mb = *cluster.map_shared_rank(&stat[0], b);
+      const float mb = rstat[b][0];
       const float f = mb == -INFINITY ? 0.f : expf(mb - M);
-      L = fmaf(*cluster.map_shared_rank(&stat[1], b), f, L);
-      A = fmaf(*cluster.map_shared_rank(&acc[d], b), f, A);
+      L = fmaf(rstat[b][1], f, L);
+      A = fmaf(racc[b][i], f, A);
     }
     out[((int64_t)t * Hq + h) * D + d] = A / L;
   }
-  cluster.sync();  // no block leaves while another still reads its shared memory
+  TL_MARK();  // the block's slice written
 }
 
 // Lanes a cache row in attn_cluster_kernel: the fewest (8, 16 or 32) that

@@ -90,10 +90,11 @@ cudaError_t cuda_fill_pattern(void *dst, const void *pattern, int es, int64_t n,
 
 /* The in-graph timeline (timeline.cuh, a -DINGOT_TIMELINE=ON build): one
  * record per block of an instrumented kernel. */
+#define CUDA_TL_MARKS 12 /* TL_MARK points a kernel at most */
 typedef struct cuda_tl_rec {
   uint32_t kid, block, grid, nmarks;
-  uint64_t t0, t1;  /* %globaltimer (ns) at entry and at thread 0's exit */
-  uint64_t mark[4]; /* TL_MARK points in between (nmarks of them) */
+  uint64_t t0, t1;              /* %globaltimer (ns) at entry and at thread 0's exit */
+  uint64_t mark[CUDA_TL_MARKS]; /* TL_MARK points in between (nmarks of them) */
 } cuda_tl_rec;
 #define CUDA_TL_CAP (1u << 24)
 /* The process's record buffer and counter on the device, allocated at the

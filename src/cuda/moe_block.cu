@@ -14,16 +14,20 @@
 //   route_weights); block 0 writes weights and ids.
 // Then block b copies the down rows it owns in phase 1b, rows [b R, b R + R)
 //   of every chosen expert (k contiguous runs: whole DRAM pages), into shared
-//   memory with cp.async: that stream runs under phase 1a.
+//   memory with cp.async (evict-first in L2: read once, so the lines the next
+//   kernels reuse stay): that stream runs under phase 1a.
 // Phase 1a: units (slot j, slice s of S intermediate rows), about one a block:
 //   a warp per row pair (16-byte loads, evict-first, f32 dots with xn) writes
 //   h = silu(g) * u into a scratch [k][I]. (L2 bulk prefetches of the
 //   slice's rows ahead of the loads lost: 285.4 -> 310.3 tok/s bf16 without
 //   them.) Grid sync.
 // Phase 1b: h of all k slots into shared memory (24 KB at Qwen3-30B-A3B's
-//   shape, over xn's space); a thread per (slot, 16-byte piece) of the k down
-//   rows, 16 output rows n at a time, then a block sum a row: y[n] = x[n] +
-//   sum_j w_j * (dot * scale) (fixed order: deterministic).
+//   shape, over xn's space; its loads in flight together: one L2 round
+//   trip); a thread per (slot, 16-byte piece) of the k down rows, 16 output
+//   rows n at a time, then a block sum a row: y[n] = x[n] + sum_j w_j * (dot
+//   * scale) (fixed order: deterministic; x[n] loaded in phase 0). A warp per
+//   row instead (compact code, h read once a row) measured slower: 358 ->
+//   350 tok/s bf16, 434 -> 402 fp8.
 // Bytes: the k experts' gate, up and down rows once, the router once; xn, h
 // and the logits through L2. Two grid syncs; no partial sums.
 // Measured on the H200 (docs/perf-notes.md): Qwen3-30B-A3B decode 279.6
@@ -31,7 +35,8 @@
 // too); the moe_layer graph 49 -> 36 us bf16, 43 -> 26 us fp8. By clock64
 // stamps (bf16): phase 0 ~6 us (staging, router, sync, routing), the down
 // rows' cp.async issue and phase 1a ~19 us (DRAM-bound: 75 MB), the second
-// sync ~2.5 us, phase 1b ~4 us. INGOT_MOE_BLOCK=0 (read per call) runs the
+// sync ~2.5 us, phase 1b ~4 us (the timeline of docs/cuda-runtime.md splits
+// it finer). INGOT_MOE_BLOCK=0 (read per call) runs the
 // composed kernels instead.
 // Shapes it does not take (T > 1, D or I not a whole number of 16-byte chunks,
 // down rows past the shared memory, ...) run moe_block_compose.
@@ -290,18 +295,23 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   pdl_launch_dependents();
   TL_MARK();  // timeline mark 0: the wait is over
   stage_x<VEC>(p, xs, nw);
+  // The residual of this block's first phase-1b output rows, loaded now: its
+  // round trip hides under the phases before.
+  const int64_t n0 = (int64_t)blockIdx.x * p.R, n1 = n0 + p.R < D ? n0 + p.R : D;
+  const float xres0 = tid < kRowGroup && n0 + tid < n1 ? __ldg(p.x + n0 + tid) : 0.f;
   router_logits<VEC>(p, xs, first);
+  TL_MARK();  // mark 1: this block's router rows done
   grid.sync();
-  TL_MARK();  // mark 1: every router row done
+  TL_MARK();  // mark 2: every router row done
   for (int e = tid; e < p.E; e += kThreads) ls[e] = __ldcg(p.logits + e);
   __syncthreads();
   route_block(p, ls, keys, sid, swt);  // ids in [0, E): no range checks below
   if (blockIdx.x == 0)
     for (int j = tid; j < p.k; j += kThreads) p.wout[j] = swt[j], p.ids[j] = sid[j];
+  TL_MARK();  // mark 3: routed
 
   // This block's output rows [n0, n1) of every chosen expert's down weight
   // (contiguous rows: whole DRAM pages) into shared memory now, for phase 1b.
-  const int64_t n0 = (int64_t)blockIdx.x * p.R, n1 = n0 + p.R < D ? n0 + p.R : D;
   const int64_t rowp = nchI;  // 16-byte pieces a down row
   const WT *wd = static_cast<const WT *>(p.wd);
   // Their scales (1: none): the first kThreads loaded now, stored after
@@ -313,15 +323,17 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   };
   const int nss = p.k * p.R;
   const float ss0 = tid < nss ? down_scale(tid) : 1.f;
+  const uint64_t dpol = l2_evict_first();  // read once: the lines go first (see load_step)
   if (n1 > n0) {
     const int64_t per = (n1 - n0) * rowp;  // pieces an expert
     for (int j = 0; j < p.k; j++) {        // expert j's rows: one contiguous run
       const uint4 *src = reinterpret_cast<const uint4 *>(wd + ((int64_t)sid[j] * D + n0) * I);
       for (int64_t g = tid; g < per; g += kThreads)
-        cp_async16(ds + (int64_t)j * p.R * rowp + g, src + g);
+        cp_async16(ds + (int64_t)j * p.R * rowp + g, src + g, dpol);
     }
   }
   cp_async_commit();
+  TL_MARK();  // mark 4: the down rows' copies issued
 
   // Phase 1a: units (slot j, slice s): h[j][i0, i0 + S) = silu(g) * u.
   const WT *wgu = static_cast<const WT *>(p.wgu);
@@ -373,15 +385,27 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   }
   if (tid < nss) ss[tid] = ss0;
   for (int q = tid + kThreads; q < nss; q += kThreads) ss[q] = down_scale(q);
-  TL_MARK();  // mark 2: this block's phase 1a done
+  TL_MARK();    // mark 5: this block's phase 1a done
   grid.sync();  // every h written (xs is free from here: hs shares its space)
-  TL_MARK();  // mark 3: the second sync
+  TL_MARK();    // mark 6: the second sync
 
-  // Phase 1b: h of every slot into shared memory; the down rows arrive.
-  for (int64_t q = tid; q < (int64_t)p.k * I / 4; q += kThreads)
-    reinterpret_cast<float4 *>(hs)[q] = __ldcg(reinterpret_cast<const float4 *>(p.h) + q);
+  // Phase 1b: h of every slot into shared memory (kHLoads loads in flight a
+  // thread: one L2 round trip at Qwen3's shape); the down rows arrive.
+  constexpr int kHLoads = 4;
+  const int64_t nh = (int64_t)p.k * I / 4;
+  for (int64_t q0 = tid; q0 < nh; q0 += kHLoads * kThreads) {
+    float4 hv4[kHLoads];
+#pragma unroll
+    for (int u = 0; u < kHLoads; u++)
+      if (q0 + u * kThreads < nh)
+        hv4[u] = __ldcg(reinterpret_cast<const float4 *>(p.h) + q0 + u * kThreads);
+#pragma unroll
+    for (int u = 0; u < kHLoads; u++)
+      if (q0 + u * kThreads < nh) reinterpret_cast<float4 *>(hs)[q0 + u * kThreads] = hv4[u];
+  }
   cp_async_wait_all();
   __syncthreads();
+  TL_MARK();  // mark 7: h and the down rows in shared memory
   // A thread per (slot j, piece c) of the k down rows, kRowGroup output rows
   // at a time: h is read from shared memory once a group (a warp per row
   // read it once a row, in 4-way bank conflicts for f8), the down rows
@@ -418,6 +442,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
         acc[rr] += w * (d * sj[rr]);
       }
     }
+    if (g0 == n0) TL_MARK();  // mark 8: the first row group's dots
 #pragma unroll
     for (int rr = 0; rr < kRowGroup; rr++) {
       float v = acc[rr];
@@ -426,13 +451,15 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
       if (lane == 0) part[warp][rr] = v;
     }
     __syncthreads();
+    if (g0 == n0) TL_MARK();  // mark 9: reduced over the warps
     if (tid < kRowGroup && g0 + tid < n1) {
       float t = 0.f;
 #pragma unroll
       for (int w = 0; w < kWarps; w++) t += part[w][tid];
-      p.y[g0 + tid] = p.x[g0 + tid] + t;
+      p.y[g0 + tid] = (g0 == n0 ? xres0 : p.x[g0 + tid]) + t;
     }
-    __syncthreads();  // part is rewritten by the next group
+    if (g0 == n0) TL_MARK();  // mark 10: the first group's rows written
+    __syncthreads();          // part is rewritten by the next group
   }
 }
 

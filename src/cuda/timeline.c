@@ -1,5 +1,5 @@
 /* Host side of the in-graph timeline (timeline.cuh): the device buffer, and
- * the records written at exit as raw cuda_tl_rec structs (32 bytes each,
+ * the records written at exit as raw cuda_tl_rec structs (128 bytes each,
  * little endian; bench/timeline.py summarises them). A diagnostic: compiled
  * in with -DINGOT_TIMELINE=ON only. */
 #include <cuda_runtime_api.h>

@@ -5,7 +5,7 @@
 // and at thread 0's exit) into one device buffer, which timeline.c writes to
 // $INGOT_TIMELINE_OUT at exit (bench/timeline.py summarises it).
 // Usage: `TL_SCOPE(kTlGemvx);` as a kernel's first statement, optionally
-// `TL_MARK();` at up to four points of it (phases), and once in
+// `TL_MARK();` at up to twelve points of it (phases), and once in
 // the file `TL_DEFINE_ATTACH(cuda_tl_attach_<file>)` (listed in timeline.c).
 #pragma once
 
@@ -38,18 +38,20 @@ __device__ __forceinline__ uint64_t tl_now() {
 
 struct TlScope {
   uint32_t kid, nm = 0;
-  uint64_t t0, m[4] = {0, 0, 0, 0};
+  uint64_t t0, m[CUDA_TL_MARKS] = {};
   __device__ explicit TlScope(uint32_t k) : kid(k), t0(threadIdx.x == 0 ? tl_now() : 0) {}
   __device__ void mark() {
-    if (threadIdx.x == 0 && nm < 4) m[nm++] = tl_now();
+    if (threadIdx.x == 0 && nm < CUDA_TL_MARKS) m[nm++] = tl_now();
   }
   __device__ ~TlScope() {
     if (threadIdx.x != 0 || !tl_recs) return;
+    const uint64_t t1 = tl_now();  // before the atomic: its round trip is not the kernel's
     const unsigned long long i = atomicAdd(tl_count, 1ull);
     if (i >= CUDA_TL_CAP) return;
     const uint32_t b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-    tl_recs[i] = cuda_tl_rec{kid, b,        gridDim.x * gridDim.y * gridDim.z, nm,
-                             t0,  tl_now(), {m[0], m[1], m[2], m[3]}};
+    cuda_tl_rec rec = {kid, b, gridDim.x * gridDim.y * gridDim.z, nm, t0, t1, {}};
+    for (int k = 0; k < CUDA_TL_MARKS; k++) rec.mark[k] = m[k];
+    tl_recs[i] = rec;
   }
 };
 
@@ -65,7 +67,7 @@ inline void tl_attach() {
 
 }  // namespace
 #define TL_SCOPE(kid) TlScope tl_scope_(kid)
-// A point inside the kernel (thread 0's time; at most 4 a kernel).
+// A point inside the kernel (thread 0's time; at most CUDA_TL_MARKS a kernel).
 #define TL_MARK() tl_scope_.mark()
 // The file's attach function, called by cuda_timeline_attach_all (timeline.c).
 #define TL_DEFINE_ATTACH(name) \
