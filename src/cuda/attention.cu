@@ -476,9 +476,9 @@ __device__ __forceinline__ float score_weight(float s, float mn) {
 
 // ROPE (ROPE_KV_ATTENTION, T = 1): q is rope_kv_write's work done in a
 // prologue, from R's raw q, k, v (R.qo unused, q null): every block norms
-// and ropes its q head (warp 0, as rope_kv_kernel does; the raw head loaded
-// with pos in one round trip, its norm weights and frequencies in registers
-// before the wait: H200 Qwen3-30B-A3B decode +2 % with the moe_block tail).
+// and ropes its q head (warp 0, as rope_kv_kernel does; the raw head, its
+// norm weights and frequencies loaded with pos in one round trip: H200
+// Qwen3-30B-A3B decode +2 % with moe_block's phase 1b loads).
 // The block whose rows hold the new row pos (in [0, ctx)) also norms and
 // ropes k and makes v (warps 1, 2), each value rounded to C, and takes row
 // pos from shared memory instead of the cache, so no cache element is both
@@ -523,15 +523,12 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
     return j < D ? (int64_t)h * D + j
                  : (int64_t)(j < 2 * D ? Hq + kvh0 : Hq + Hkv + kvh0) * D + j % D;
   };
-  // ROPE: the prologue's norm weights and frequencies in registers while the
-  // kernel before drains (warps 0, 1: q, k; 2: v, no norm, no rope).
-  float hw[kHeadRegs];
-  double hf[kHeadRegs / 2];
+  // ROPE: the prologue's norm weights and frequencies into L2 while the
+  // kernel before drains (a prefetch: an op may take them from the kernel
+  // just before, which register loads here could outrun).
   if constexpr (ROPE) {
-    if (w < 2) {
-      head_weights(R.w[w], D, lane, hw);
-      head_inv(R.inv, D, lane, hf);
-    }
+    if (w < 2 && R.w[w]) warp_prefetch_l2(R.w[w], (int64_t)D * 4, lane);
+    if (w == 2) warp_prefetch_l2(R.inv, (int64_t)D / 2 * 8, lane);
   }
   uint8_t *wsm = reinterpret_cast<uint8_t *>(xs) + qkv_x_bytes(Q.k);  // QT, Q.stage
   if constexpr (QT >= 0) {  // weights only: immutable, so before pdl_wait
@@ -556,11 +553,19 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
   pdl_wait();  // q, the caches and pos come from earlier kernels
   pdl_launch_dependents();
   TL_MARK();  // timeline mark 0: the wait is over
-  // ROPE without QT: the raw heads (q; k, v of the kv head, used only by the
-  // block that holds row pos) loaded at once with pos: one round trip.
-  float hv[kHeadRegs];
-  if constexpr (ROPE && QT < 0) {
-    if (w < 3) head_load(R.src[w] + (int64_t)(w == 0 ? h : kvh0) * R.hs[w], D, lane, hv);
+  // ROPE: the norm weights and frequencies (warps 0, 1: q, k; 2: v, no norm,
+  // no rope) and, without QT, the raw heads (q; k, v of the kv head, used
+  // only by the block that holds row pos) loaded at once with pos: one round
+  // trip, where it was four in a row (pos, q, weights, frequencies).
+  float hv[kHeadRegs], hw[kHeadRegs];
+  double hf[kHeadRegs / 2];
+  if constexpr (ROPE) {
+    if (w < 2) {
+      head_weights(R.w[w], D, lane, hw);
+      head_inv(R.inv, D, lane, hf);
+    }
+    if constexpr (QT < 0)
+      if (w < 3) head_load(R.src[w] + (int64_t)(w == 0 ? h : kvh0) * R.hs[w], D, lane, hv);
   }
   // The live rows 0..pos[t] split evenly over the cluster (read here, so a
   // captured launch fits every position).
