@@ -198,30 +198,14 @@ __device__ __forceinline__ void qkv_rows(const uint8_t *base, int64_t rs, int k,
   }
 }
 
-// Head x (D values, unit stride) staged into y by one warp, RMS-normed with
-// weights w when given (the products of rms_norm_kernel).
-__device__ __forceinline__ void stage_norm(const float *x, const float *w, float *y, int D,
-                                           float eps, int lane) {
-  float ss = 0.f;
-  for (int i = lane; i < D; i += 32) {
-    float v = x[i];
-    y[i] = v;
-    ss = fmaf(v, v, ss);
-  }
-  if (w) {
-    float inv = 1.0f / sqrtf(warp_sum(ss) / (float)D + eps);
-    for (int i = lane; i < D; i += 32) y[i] = __fmul_rn(__fmul_rn(y[i], inv), w[i]);
-  }
-}
-
 // Pair i of y (D = 2 half values) rotated at position p (rope_kernel's
 // math): its element indices a, b and values y0, y1.
 struct RopePair {
   int a, b;
   float y0, y1;
 };
-__device__ __forceinline__ RopePair rope_pair_f(const float *y, int i, int half, int p, double f,
-                                                bool neox) {
+__device__ __forceinline__ RopePair rope_pair(const float *y, int i, int half, int p, double f,
+                                              bool neox) {
   double sd, cd;
   sincos((double)p * f, &sd, &cd);
   float cf = (float)cd, sf = (float)sd;
@@ -231,32 +215,19 @@ __device__ __forceinline__ RopePair rope_pair_f(const float *y, int i, int half,
   r.y0 = x0 * cf - x1 * sf, r.y1 = x0 * sf + x1 * cf;
   return r;
 }
-__device__ __forceinline__ RopePair rope_pair(const float *y, int i, int half, int p,
-                                              const double *inv, bool neox) {
-  return rope_pair_f(y, i, half, p, inv[i], neox);
-}
 
 // A head of D <= 256 values in one warp's registers: lane holds elements
 // lane + 32 u (zeros past D); pair i = lane + 32 u of its rope.
 constexpr int kHeadRegs = 8;
-// The rope's inverse frequencies of a lane's pairs (before pdl_wait: immutable).
-__device__ __forceinline__ void head_inv(const double *inv, int D, int lane,
-                                         double (&f)[kHeadRegs / 2]) {
+// x[lane + 32 u] (n values) into v[u]; zeros past n or when x is null: a
+// head (n = D), its norm weights, or its rope frequencies (n = D / 2).
+template <class T, int N>
+__device__ __forceinline__ void head_load(const T *x, int n, int lane, T (&v)[N]) {
 #pragma unroll
-  for (int u = 0; u < kHeadRegs / 2; u++) f[u] = lane + 32 * u < D / 2 ? inv[lane + 32 * u] : 0.0;
+  for (int u = 0; u < N; u++) v[u] = x && lane + 32 * u < n ? x[lane + 32 * u] : T(0);
 }
-// Norm weights w (1 when null) of a lane's elements.
-__device__ __forceinline__ void head_weights(const float *w, int D, int lane,
-                                             float (&f)[kHeadRegs]) {
-#pragma unroll
-  for (int u = 0; u < kHeadRegs; u++) f[u] = w && lane + 32 * u < D ? w[lane + 32 * u] : 1.f;
-}
-// The head at x (global memory) into registers.
-__device__ __forceinline__ void head_load(const float *x, int D, int lane, float (&v)[kHeadRegs]) {
-#pragma unroll
-  for (int u = 0; u < kHeadRegs; u++) v[u] = lane + 32 * u < D ? x[lane + 32 * u] : 0.f;
-}
-// stage_norm on registers (the same sums in the same order), stored to y.
+// The head in v RMS-normed with weights wt when norm (the products of
+// rms_norm_kernel), stored to y.
 __device__ __forceinline__ void head_norm_store(float (&v)[kHeadRegs], const float (&wt)[kHeadRegs],
                                                 bool norm, float *y, int D, float eps, int lane) {
   if (norm) {
@@ -296,8 +267,14 @@ __global__ void __launch_bounds__(kRkvWarps * 32)
     int which = j < P.Hq ? 0 : j < P.Hq + P.Hkv ? 1 : 2;
     int h = which == 0 ? j : which == 1 ? j - P.Hq : j - P.Hq - P.Hkv;
     const float *x = P.src[which] + t * P.rs[which] + h * P.hs[which];
+    const float *nw = which < 2 ? P.w[which] : nullptr;
     const int p = P.pos[t];  // loaded with the head's values, not after them
-    stage_norm(x, which < 2 ? P.w[which] : nullptr, y, P.D, P.eps, lane);
+    float v[kHeadRegs], wt[kHeadRegs];
+    double f[kHeadRegs / 2];
+    head_load(x, P.D, lane, v);
+    head_load(nw, P.D, lane, wt);
+    head_load(which < 2 ? P.inv : nullptr, P.D / 2, lane, f);
+    head_norm_store(v, wt, nw != nullptr, y, P.D, P.eps, lane);
     __syncwarp();
     int half = P.D / 2;
     bool in_cache = p >= 0 && p < P.ctx;
@@ -306,8 +283,11 @@ __global__ void __launch_bounds__(kRkvWarps * 32)
       if (in_cache)
         for (int i = lane; i < P.D; i += 32) vc[crow + i] = from_acc<C>(y[i]);
     } else {
-      for (int i = lane; i < half; i += 32) {
-        const RopePair r = rope_pair(y, i, half, p, P.inv, P.neox);
+#pragma unroll
+      for (int u = 0; u < kHeadRegs / 2; u++) {
+        const int i = lane + 32 * u;
+        if (i >= half) break;
+        const RopePair r = rope_pair(y, i, half, p, f[u], P.neox);
         if (which == 0) {
           float *o = P.qo + ((int64_t)t * P.Hq + h) * P.D;
           o[r.a] = r.y0;
@@ -561,8 +541,8 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
   double hf[kHeadRegs / 2];
   if constexpr (ROPE) {
     if (w < 2) {
-      head_weights(R.w[w], D, lane, hw);
-      head_inv(R.inv, D, lane, hf);
+      head_load(R.w[w], D, lane, hw);
+      head_load(R.inv, D / 2, lane, hf);
     }
     if constexpr (QT < 0)
       if (w < 3) head_load(R.src[w] + (int64_t)(w == 0 ? h : kvh0) * R.hs[w], D, lane, hv);
@@ -581,7 +561,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
   float xv[kBatch][kLaneVals], x[kBatch][kLaneVals];
   bool prev = false, prek = false;
   if constexpr (ROPE) {
-    const int p = pos[t], kvh = h / (Hq / Hkv);                           // t = 0
+    const int p = pos[t];                                                 // t = 0
     const bool holds = p >= 0 && p < ctx && p >= start && p < start + n;  // uniform
     if (holds) jnew = p - start;
     if (n > 0) {
@@ -615,7 +595,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
       TL_MARK();  // mark 2 (ROPE): q has arrived, normed
       __syncwarp();
       const bool writer = holds && h % (Hq / Hkv) == 0;
-      const int64_t crow = ((int64_t)p * Hkv + kvh) * D;
+      const int64_t crow = ((int64_t)p * Hkv + kvh0) * D;
       if (w == 2) {
         for (int i = lane; i < D; i += 32) {
           const C c = from_acc<C>(y[i]);
@@ -627,7 +607,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
         for (int u = 0; u < kHeadRegs / 2; u++) {  // pairs apart: in place per lane
           const int i = lane + 32 * u;
           if (i >= D / 2) break;
-          const RopePair rp = rope_pair_f(y, i, D / 2, p, hf[u], R.neox);
+          const RopePair rp = rope_pair(y, i, D / 2, p, hf[u], R.neox);
           if (w == 0) {
             y[rp.a] = rp.y0, y[rp.b] = rp.y1;
           } else {

@@ -323,13 +323,13 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   };
   const int nss = p.k * p.R;
   const float ss0 = tid < nss ? down_scale(tid) : 1.f;
-  const uint64_t dpol = l2_evict_first();  // read once: the lines go first (see load_step)
+  const uint64_t pol = l2_evict_first();  // the experts' rows: read once, their lines go first
   if (n1 > n0) {
     const int64_t per = (n1 - n0) * rowp;  // pieces an expert
     for (int j = 0; j < p.k; j++) {        // expert j's rows: one contiguous run
       const uint4 *src = reinterpret_cast<const uint4 *>(wd + ((int64_t)sid[j] * D + n0) * I);
       for (int64_t g = tid; g < per; g += kThreads)
-        cp_async16(ds + (int64_t)j * p.R * rowp + g, src + g, dpol);
+        cp_async16(ds + (int64_t)j * p.R * rowp + g, src + g, pol);
     }
   }
   cp_async_commit();
@@ -341,7 +341,6 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
     const int j = u / p.slices, s = u - j * p.slices, e = sid[j];
     const int64_t i0 = (int64_t)s * p.S, nrows = I - i0 < p.S ? I - i0 : p.S;
     const WT *gate = wgu + ((int64_t)e * 2 * I + i0) * D, *up = gate + I * D;
-    const uint64_t pol = l2_evict_first();  // read once
     for (int64_t r = warp; r < nrows; r += kWarps) {
       const uint4 *g4 = reinterpret_cast<const uint4 *>(gate + r * D);
       const uint4 *u4 = reinterpret_cast<const uint4 *>(up + r * D);

@@ -85,9 +85,10 @@ __device__ __forceinline__ uint4 ld_stream(const uint4 *p, uint64_t policy) {
 
 // An L2 policy for bytes read once: their lines are the first to go, so rows
 // prefetched (at normal priority) for a later kernel stay in L2 meanwhile.
+// A pure value (not volatile): the compiler may hoist it out of loops.
 __device__ __forceinline__ uint64_t l2_evict_first() {
   uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
   return policy;
 }
 
