@@ -316,10 +316,11 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   const WT *wd = static_cast<const WT *>(p.wd);
   // Their scales (1: none): the first kThreads loaded now, stored after
   // phase 1a (the round trip hides under it).
+  // Each times its slot's routing weight: phase 1b's one multiply a row.
   auto down_scale = [&](int q) {
     const int j = q / p.R;
     const int64_t n = n0 + (q - j * p.R);
-    return p.sd && n < n1 ? __ldg(p.sd + (int64_t)sid[j] * D + n) : 1.f;
+    return swt[j] * (p.sd && n < n1 ? __ldg(p.sd + (int64_t)sid[j] * D + n) : 1.f);
   };
   const int nss = p.k * p.R;
   const float ss0 = tid < nss ? down_scale(tid) : 1.f;
@@ -411,25 +412,29 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   // conflict-free (consecutive pieces); then a block sum a row in a fixed
   // order (deterministic).
   __shared__ float part[kWarps][kRowGroup];
-  const int64_t pieces = (int64_t)p.k * rowp;
-  for (int64_t g0 = n0; g0 < n1; g0 += kRowGroup) {
+  // 32-bit indices (pieces < 2^31: the down rows fit in shared memory), so
+  // the loop carries no 64-bit arithmetic or division.
+  const int rowpi = (int)rowp, pieces = p.k * rowpi, nrows = (int)(n1 - n0);
+  const int j0 = tid / rowpi, c0 = tid - j0 * rowpi;  // this thread's first piece
+  const int jstep = kThreads / rowpi, cstep = kThreads - jstep * rowpi;  // kThreads pieces on
+  for (int g = 0; g < nrows; g += kRowGroup) {
+    const int64_t g0 = n0 + g;
+    const int nr = nrows - g < kRowGroup ? nrows - g : kRowGroup;
     float acc[kRowGroup];
 #pragma unroll
     for (int rr = 0; rr < kRowGroup; rr++) acc[rr] = 0.f;
-    for (int64_t f = tid; f < pieces; f += kThreads) {
-      const int j = (int)(f / rowp);
-      const int64_t c = f - j * rowp;
+    for (int f = tid, j = j0, c = c0; f < pieces; f += kThreads) {
       float hv[VEC];
 #pragma unroll
       for (int pc = 0; pc < VEC / 4; pc++)
         *reinterpret_cast<float4 *>(hv + 4 * pc) =
-            *reinterpret_cast<const float4 *>(hs + (int64_t)j * I + c * VEC + 4 * pc);
-      const uint4 *dj = ds + ((int64_t)j * p.R + (g0 - n0)) * rowp + c;
-      const float *sj = ss + j * p.R + (g0 - n0), w = swt[j];
+            *reinterpret_cast<const float4 *>(hs + j * (int)I + c * VEC + 4 * pc);
+      const uint4 *dj = ds + (j * p.R + g) * rowpi + c;
+      const float *sj = ss + j * p.R + g;
 #pragma unroll
       for (int rr = 0; rr < kRowGroup; rr++) {
-        if (g0 + rr >= n1) break;
-        const uint4 v = dj[rr * rowp];
+        if (rr >= nr) break;
+        const uint4 v = dj[rr * rowpi];
         float d = 0.f;
 #pragma unroll
         for (int pc = 0; pc < VEC / 4; pc++) {
@@ -438,10 +443,12 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
           d = fmaf(wf[0], hv[4 * pc], d), d = fmaf(wf[1], hv[4 * pc + 1], d);
           d = fmaf(wf[2], hv[4 * pc + 2], d), d = fmaf(wf[3], hv[4 * pc + 3], d);
         }
-        acc[rr] += w * (d * sj[rr]);
+        acc[rr] = fmaf(d, sj[rr], acc[rr]);
       }
+      j += jstep, c += cstep;  // the next piece, without a division
+      if (c >= rowpi) c -= rowpi, j++;
     }
-    if (g0 == n0) TL_MARK();  // mark 8: the first row group's dots
+    if (g == 0) TL_MARK();  // mark 8: the first row group's dots
 #pragma unroll
     for (int rr = 0; rr < kRowGroup; rr++) {
       float v = acc[rr];
@@ -450,15 +457,15 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
       if (lane == 0) part[warp][rr] = v;
     }
     __syncthreads();
-    if (g0 == n0) TL_MARK();  // mark 9: reduced over the warps
-    if (tid < kRowGroup && g0 + tid < n1) {
+    if (g == 0) TL_MARK();  // mark 9: reduced over the warps
+    if (tid < nr) {
       float t = 0.f;
 #pragma unroll
       for (int w = 0; w < kWarps; w++) t += part[w][tid];
-      p.y[g0 + tid] = (g0 == n0 ? xres0 : p.x[g0 + tid]) + t;
+      p.y[g0 + tid] = (g == 0 ? xres0 : p.x[g0 + tid]) + t;
     }
-    if (g0 == n0) TL_MARK();  // mark 10: the first group's rows written
-    __syncthreads();          // part is rewritten by the next group
+    if (g == 0) TL_MARK();  // mark 10: the first group's rows written
+    __syncthreads();        // part is rewritten by the next group
   }
 }
 
