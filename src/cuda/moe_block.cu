@@ -15,7 +15,8 @@
 // Then block b copies the down rows it owns in phase 1b, rows [b R, b R + R)
 //   of every chosen expert (k contiguous runs: whole DRAM pages), into shared
 //   memory with cp.async (evict-first in L2: read once, so the lines the next
-//   kernels reuse stay): that stream runs under phase 1a.
+//   kernels reuse stay; bf16 rows swizzled for ldmatrix): that stream runs
+//   under phase 1a.
 // Phase 1a: units (slot j, slice s of S intermediate rows), about one a block:
 //   a warp per row pair (16-byte loads, evict-first, f32 dots with xn) writes
 //   h = silu(g) * u into a scratch [k][I]. (L2 bulk prefetches of the
@@ -27,7 +28,10 @@
 //   rows n at a time, then a block sum a row: y[n] = x[n] + sum_j w_j * (dot
 //   * scale) (fixed order: deterministic; x[n] loaded in phase 0). A warp per
 //   row instead (compact code, h read once a row) measured slower: 358 ->
-//   350 tok/s bf16, 434 -> 402 fp8.
+//   350 tok/s bf16, 434 -> 402 fp8. bf16 with I a multiple of 64 runs the
+//   dots on tensor cores instead (down_group_tc: h as bf16 hi + lo, mma
+//   m16n8k16, f32 sums): its dots 2.9 -> 2.4 us, decode +0.4-1 % bf16;
+//   INGOT_MOE_TC=0 (read per call) keeps the f32 FMAs.
 // Bytes: the k experts' gate, up and down rows once, the router once; xn, h
 // and the logits through L2. Two grid syncs; no partial sums.
 // Measured on the H200 (docs/perf-notes.md): Qwen3-30B-A3B decode 279.6
@@ -43,6 +47,7 @@
 #include <cooperative_groups.h>
 
 #include <atomic>
+#include <type_traits>
 
 #include "../core/env.h"
 #include "../core/moe_compose.h"
@@ -81,6 +86,7 @@ struct BlockParams {
   int E, k;
   int S, slices;  // phase 1a: h in slices of S rows, unit = (slot, slice)
   int R;          // phase 1b: output rows a block
+  int swz;        // 1: bf16 phase 1b on tensor cores (staged down rows swizzled: swz_piece)
   bool renorm;
   float *y, *wout;  // y [D]; routing weights [k]
   int32_t *ids;     // [k]
@@ -209,7 +215,8 @@ __device__ void router_logits(const BlockParams &p, const float *xs,
 }
 
 // Shared memory of a block, in floats: xs [D] (phase 0, 1a) sharing its
-// space with hs [k][I] (1b), logits [E] and their keys [E] (u64, rank top-k),
+// space with hs [k][I] (1b: f32, or for the tensor cores h's bf16 hi and lo
+// pairs, the same bytes), logits [E] and their keys [E] (u64, rank top-k),
 // the down rows' scales [k][R], then the down rows [k][R][I] of WT, 16-byte
 // aligned.
 struct Layout {
@@ -223,6 +230,43 @@ __host__ __device__ inline Layout layout(int64_t D, int64_t I, int E, int k, int
   L.ds = L.ss + ((int64_t)k * R + 3) / 4 * 4;
   L.bytes = L.ds * 4 + (int64_t)k * R * I * es;
   return L;
+}
+
+// Where 16-byte piece c of staged down row r sits in its row when swizzled:
+// within each 128-byte line (rows are whole lines), piece c ^ (r % 8), so
+// ldmatrix's 8 rows of one column hit 8 different bank quads and cp.async
+// still fills whole lines.
+__device__ __forceinline__ int swz_piece(int c, int r) { return c ^ (r & 7); }
+
+// h's pair (a, b) as bf16 pairs hi + lo (16 significant bits: relative error
+// <= 2^-16 an element); inf and NaN in hi alone.
+__device__ __forceinline__ uint32_t bf16x2_rn(float lo, float hi) {  // lo in the low half
+  uint32_t d;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+__device__ __forceinline__ void split_bf16x2(float a, float b, uint32_t &hi, uint32_t &lo) {
+  hi = bf16x2_rn(a, b);
+  const float ha = __uint_as_float(hi << 16), hb = __uint_as_float(hi & 0xffff0000u);
+  lo = bf16x2_rn(isfinite(ha) ? a - ha : 0.f, isfinite(hb) ? b - hb : 0.f);
+}
+
+// ldmatrix .x4 (a 16 x 16 bf16 A fragment of mma m16n8k16; lane l gives row
+// l % 16, columns 8 (l / 16) on).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t (&a)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+               : "r"(addr));
+}
+
+// d += a b (m16n8k16, bf16 in, f32 accumulate).
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // The k choices of the E logits in ls (every thread): key ranks (each
@@ -267,6 +311,55 @@ __device__ void route_block(const BlockParams &p, float *ls, unsigned long long 
     route_weights(ls, p.E, p.k, p.renorm, sid[0], lane < p.k ? sid[lane] : 0, swt, sid);
   }
   __syncthreads();
+}
+
+// Phase 1b on tensor cores (bf16): output rows [g, g + 16) (nr of them real)
+// of the k staged down blocks (swizzled rows) times h (hp: bf16 hi / lo
+// pairs). Warp w takes a contiguous share of the k I / 16 column tiles; a
+// tile is one mma m16n8k16: A the 16 rows by ldmatrix, B's column 0 h's hi,
+// column 1 its lo, the other six zero, so a row's sum is d[col 0] +
+// d[col 1]: 16 significant bits of h, products exact, f32 sums. Tiles go in
+// batches of kTcBatch (their loads first, then two mma chains). A slot's
+// sums times its rows' scales (routing weight included) where the slot
+// ends; part[warp][0, 16) written (fixed order: deterministic).
+constexpr int kTcBatch = 2;  // 4 or 8 (unrolled) measured slower
+__device__ void down_group_tc(const BlockParams &p, const uint4 *ds, const uint32_t *hp,
+                              const float *ss, int g, int nr, float (*part)[kRowGroup]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, t = lane % 4;
+  const int I = (int)p.I, rowp = I / 8, tiles = I / 16, T = p.k * tiles;
+  const int per = (T + kWarps - 1) / kWarps, q1 = T < (warp + 1) * per ? T : (warp + 1) * per;
+  // ldmatrix: lane l addresses row l % 16 (a row past nr: the last real one,
+  // whose sums are dropped), pieces 2 i0 / 16 + l / 16 (swizzled by the row)
+  const int ar = g + (lane % 16 < nr ? lane % 16 : nr - 1), ahalf = lane / 16;
+  const int r0 = gq < nr ? gq : nr - 1, r1 = gq + 8 < nr ? gq + 8 : nr - 1;  // scale rows
+  float acc0 = 0.f, acc1 = 0.f;  // rows g + gq and g + gq + 8 (lanes t == 0; others add 0)
+  for (int q = warp * per; q < q1;) {
+    const int j = q / tiles, qe = q1 < (j + 1) * tiles ? q1 : (j + 1) * tiles;  // slot j's
+    const uint32_t a_row = (uint32_t)__cvta_generic_to_shared(ds + (j * p.R + ar) * rowp);
+    const uint32_t *h_slot = hp + j * I + 2 * t + gq;                  // + i0: tile i0's b0 word
+    float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};  // two mma chains
+#pragma unroll 1  // compact code (docs/perf-notes.md, thirteenth session)
+    for (; q < qe; q += kTcBatch) {
+      uint32_t a[kTcBatch][4], b[kTcBatch][2];
+#pragma unroll
+      for (int u = 0; u < kTcBatch; u++) {
+        if (q + u >= qe) break;
+        const int i0 = (q + u - j * tiles) * 16;
+        ldmatrix_x4(a_row + 16 * swz_piece(i0 / 8 + ahalf, ar), a[u]);
+        b[u][0] = gq < 2 ? h_slot[i0] : 0u;
+        b[u][1] = gq < 2 ? h_slot[i0 + 8] : 0u;
+      }
+#pragma unroll
+      for (int u = 0; u < kTcBatch; u++) {
+        if (q + u >= qe) break;
+        mma_bf16(u % 2 ? d1 : d0, a[u], b[u][0], b[u][1]);
+      }
+    }
+    q = qe;
+    acc0 = fmaf((d0[0] + d0[1]) + (d1[0] + d1[1]), ss[j * p.R + g + r0], acc0);
+    acc1 = fmaf((d0[2] + d0[3]) + (d1[2] + d1[3]), ss[j * p.R + g + r1], acc1);
+  }
+  if (t == 0) part[warp][gq] = acc0, part[warp][gq + 8] = acc1;
 }
 
 template <class WT>
@@ -325,12 +418,20 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   const int nss = p.k * p.R;
   const float ss0 = tid < nss ? down_scale(tid) : 1.f;
   const uint64_t pol = l2_evict_first();  // the experts' rows: read once, their lines go first
+  // 32-bit indices below: the staged rows fit in shared memory.
+  const int rowpi = (int)rowp;  // 16-byte pieces a row
   if (n1 > n0) {
-    const int64_t per = (n1 - n0) * rowp;  // pieces an expert
-    for (int j = 0; j < p.k; j++) {        // expert j's rows: one contiguous run
+    const int per = (int)(n1 - n0) * rowpi;  // pieces an expert
+    const int r0 = tid / rowpi, c0 = tid - r0 * rowpi;
+    const int rstep = kThreads / rowpi, cstep = kThreads - rstep * rowpi;
+    for (int j = 0; j < p.k; j++) {  // expert j's rows: one contiguous run
       const uint4 *src = reinterpret_cast<const uint4 *>(wd + ((int64_t)sid[j] * D + n0) * I);
-      for (int64_t g = tid; g < per; g += kThreads)
-        cp_async16(ds + (int64_t)j * p.R * rowp + g, src + g, pol);
+      uint4 *dst = ds + j * p.R * rowpi;
+      for (int g = tid, r = r0, c = c0; g < per; g += kThreads) {
+        cp_async16(dst + r * rowpi + (p.swz ? swz_piece(c, r) : c), src + g, pol);
+        r += rstep, c += cstep;  // piece g + kThreads, without a division
+        if (c >= rowpi) c -= rowpi, r++;
+      }
     }
   }
   cp_async_commit();
@@ -390,8 +491,11 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   TL_MARK();    // mark 6: the second sync
 
   // Phase 1b: h of every slot into shared memory (kHLoads loads in flight a
-  // thread: one L2 round trip at Qwen3's shape); the down rows arrive.
+  // thread: one L2 round trip at Qwen3's shape), as f32 or for the tensor
+  // cores as bf16 hi and lo pairs (word 2 P + 0 / 1: pair P's hi / lo); the
+  // down rows arrive.
   constexpr int kHLoads = 4;
+  const bool tc = std::is_same<WT, bf16_t>::value && p.swz;
   const int64_t nh = (int64_t)p.k * I / 4;
   for (int64_t q0 = tid; q0 < nh; q0 += kHLoads * kThreads) {
     float4 hv4[kHLoads];
@@ -400,62 +504,80 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
       if (q0 + u * kThreads < nh)
         hv4[u] = __ldcg(reinterpret_cast<const float4 *>(p.h) + q0 + u * kThreads);
 #pragma unroll
-    for (int u = 0; u < kHLoads; u++)
-      if (q0 + u * kThreads < nh) reinterpret_cast<float4 *>(hs)[q0 + u * kThreads] = hv4[u];
+    for (int u = 0; u < kHLoads; u++) {
+      const int64_t q = q0 + u * kThreads;  // h[4 q, 4 q + 4): pairs 2 q and 2 q + 1
+      if (q >= nh) break;
+      if (tc) {
+        uint4 w;
+        split_bf16x2(hv4[u].x, hv4[u].y, w.x, w.y);
+        split_bf16x2(hv4[u].z, hv4[u].w, w.z, w.w);
+        reinterpret_cast<uint4 *>(hs)[q] = w;
+      } else {
+        reinterpret_cast<float4 *>(hs)[q] = hv4[u];
+      }
+    }
   }
   cp_async_wait_all();
   __syncthreads();
   TL_MARK();  // mark 7: h and the down rows in shared memory
-  // A thread per (slot j, piece c) of the k down rows, kRowGroup output rows
-  // at a time: h is read from shared memory once a group (a warp per row
-  // read it once a row, in 4-way bank conflicts for f8), the down rows
-  // conflict-free (consecutive pieces); then a block sum a row in a fixed
-  // order (deterministic).
+  // kRowGroup output rows at a time, each warp's sums into part, then a
+  // block sum a row in a fixed order (deterministic). bf16 on tensor cores
+  // (down_group_tc); else a thread per (slot j, piece c) of the k down rows:
+  // h is read from shared memory once a group (a warp per row read it once a
+  // row, in 4-way bank conflicts for f8), the down rows conflict-free
+  // (consecutive pieces).
   __shared__ float part[kWarps][kRowGroup];
-  // 32-bit indices (pieces < 2^31: the down rows fit in shared memory), so
-  // the loop carries no 64-bit arithmetic or division.
-  const int rowpi = (int)rowp, pieces = p.k * rowpi, nrows = (int)(n1 - n0);
+  const int pieces = p.k * rowpi, nrows = (int)(n1 - n0);
   const int j0 = tid / rowpi, c0 = tid - j0 * rowpi;  // this thread's first piece
   const int jstep = kThreads / rowpi, cstep = kThreads - jstep * rowpi;  // kThreads pieces on
   for (int g = 0; g < nrows; g += kRowGroup) {
     const int64_t g0 = n0 + g;
     const int nr = nrows - g < kRowGroup ? nrows - g : kRowGroup;
-    float acc[kRowGroup];
+    bool done = false;  // by the tensor cores
+    if constexpr (std::is_same<WT, bf16_t>::value) {
+      if (tc) {
+        down_group_tc(p, ds, reinterpret_cast<const uint32_t *>(hs), ss, g, nr, part);
+        done = true;
+      }
+    }
+    if (!done) {
+      float acc[kRowGroup];
 #pragma unroll
-    for (int rr = 0; rr < kRowGroup; rr++) acc[rr] = 0.f;
-    for (int f = tid, j = j0, c = c0; f < pieces; f += kThreads) {
-      float hv[VEC];
+      for (int rr = 0; rr < kRowGroup; rr++) acc[rr] = 0.f;
+      for (int f = tid, j = j0, c = c0; f < pieces; f += kThreads) {
+        float hv[VEC];
 #pragma unroll
-      for (int pc = 0; pc < VEC / 4; pc++)
-        *reinterpret_cast<float4 *>(hv + 4 * pc) =
-            *reinterpret_cast<const float4 *>(hs + j * (int)I + c * VEC + 4 * pc);
-      const uint4 *dj = ds + (j * p.R + g) * rowpi + c;
-      const float *sj = ss + j * p.R + g;
+        for (int pc = 0; pc < VEC / 4; pc++)
+          *reinterpret_cast<float4 *>(hv + 4 * pc) =
+              *reinterpret_cast<const float4 *>(hs + j * (int)I + c * VEC + 4 * pc);
+        const uint4 *dj = ds + (j * p.R + g) * rowpi + c;
+        const float *sj = ss + j * p.R + g;
+#pragma unroll
+        for (int rr = 0; rr < kRowGroup; rr++) {
+          if (rr >= nr) break;
+          const uint4 v = dj[rr * rowpi];
+          float d = 0.f;
+#pragma unroll
+          for (int pc = 0; pc < VEC / 4; pc++) {
+            float wf[4];
+            Wfmt<WT>::piece(v, pc, wf);
+            d = fmaf(wf[0], hv[4 * pc], d), d = fmaf(wf[1], hv[4 * pc + 1], d);
+            d = fmaf(wf[2], hv[4 * pc + 2], d), d = fmaf(wf[3], hv[4 * pc + 3], d);
+          }
+          acc[rr] = fmaf(d, sj[rr], acc[rr]);
+        }
+        j += jstep, c += cstep;  // the next piece, without a division
+        if (c >= rowpi) c -= rowpi, j++;
+      }
 #pragma unroll
       for (int rr = 0; rr < kRowGroup; rr++) {
-        if (rr >= nr) break;
-        const uint4 v = dj[rr * rowpi];
-        float d = 0.f;
+        float v = acc[rr];
 #pragma unroll
-        for (int pc = 0; pc < VEC / 4; pc++) {
-          float wf[4];
-          Wfmt<WT>::piece(v, pc, wf);
-          d = fmaf(wf[0], hv[4 * pc], d), d = fmaf(wf[1], hv[4 * pc + 1], d);
-          d = fmaf(wf[2], hv[4 * pc + 2], d), d = fmaf(wf[3], hv[4 * pc + 3], d);
-        }
-        acc[rr] = fmaf(d, sj[rr], acc[rr]);
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (lane == 0) part[warp][rr] = v;
       }
-      j += jstep, c += cstep;  // the next piece, without a division
-      if (c >= rowpi) c -= rowpi, j++;
     }
     if (g == 0) TL_MARK();  // mark 8: the first row group's dots
-#pragma unroll
-    for (int rr = 0; rr < kRowGroup; rr++) {
-      float v = acc[rr];
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-      if (lane == 0) part[warp][rr] = v;
-    }
     __syncthreads();
     if (g == 0) TL_MARK();  // mark 9: reduced over the warps
     if (tid < nr) {
@@ -473,10 +595,11 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
 // down rows of k experts within the shared memory budget), h slices of S
 // rows (a whole number of 16-byte pieces, about one unit a block). False
 // when it does not fit.
-bool plan(int64_t D, int64_t I, int E, int k, int es, int sms, BlockParams *p, int *grid) {
+bool plan(int64_t D, int64_t I, int E, int k, int es, bool tc, int sms, BlockParams *p, int *grid) {
   const int vec = 16 / es;
   const int64_t R = (D + sms - 1) / sms;
   if (layout(D, I, E, k, (int)R, es).bytes > (int64_t)kSmemBudget) return false;
+  p->swz = tc && I % 64 == 0;  // tensor cores: bf16 rows of whole 128-byte lines
   int64_t S = (I * k + sms - 1) / sms;
   S = (S + vec - 1) / vec * vec;
   const int slices = (int)((I + S - 1) / S);
@@ -562,7 +685,9 @@ ingot_status k_moe_block(ingot_op_args *a) {
   if (!fits) return moe_block_compose(a);
   BlockParams p = {};
   int grid = 0;
-  if (!plan(D, I, (int)E, k, es, sms, &p, &grid)) return moe_block_compose(a);
+  // bf16 phase 1b on tensor cores; INGOT_MOE_TC=0 (read per call): f32 FMAs as other dtypes
+  const bool tc = wdt == INGOT_BF16 && !ingot_env_off("INGOT_MOE_TC");
+  if (!plan(D, I, (int)E, k, es, tc, sms, &p, &grid)) return moe_block_compose(a);
   cudaStream_t s = stream_of(y);
   // h [k][I] first (16-byte aligned: float4 reads), then the logits [E]
   float *scratch = (float *)cuda_scratch_alloc(dev, (size_t)(k * I + E) * sizeof(float), s);

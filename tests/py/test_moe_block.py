@@ -3,16 +3,17 @@
 CPU: against a float64 numpy reference (norm, router, routing, experts,
 residual: moe_ref.py) and bit-equal to the calls it stands for
 (route_linear_norm then experts_add); every argument rule. CUDA against the
-CPU with INGOT_MOE_BLOCK=1 (the one cooperative kernel) and =0 (the composed
-kernels) at T = 1; the default (the kernel: bit-equal to the forced path);
-shapes the kernel
-leaves to the composition (T > 1, rows that are not whole 16-byte chunks);
+CPU with INGOT_MOE_BLOCK=1 (the one cooperative kernel; bf16 with its
+tensor-core phase 1b where I is a multiple of 64 and, INGOT_MOE_TC=0, with
+f32 FMAs) and =0 (the composed kernels) at T = 1; the default (the kernel:
+bit-equal to the forced path); shapes the kernel leaves to the composition (T > 1, rows that are not whole 16-byte chunks);
 the Qwen3-30B-A3B expert shape; a captured graph.
 
 Tolerances: ids equal (operands drawn with no top-k logits closer than 16
 times the CPU's logit error: moe_ref.router_operands); routing weights
 router_rtol; y: f32 sums of D (router), D (gate/up) and k*I (down) products
-in other orders: rtol 1e-4, atol moe_ref.dot_tol(n) times the result scale.
+in other orders (bf16 on tensor cores: h as bf16 hi + lo, 16 significant
+bits): rtol 1e-4, atol moe_ref.dot_tol(n) times the result scale.
 """
 import numpy as np
 import pytest
@@ -139,11 +140,15 @@ def test_errors_change_nothing():
 # groups of phase 1b).
 SHAPES = [(8, 2, 64, 32), (16, 4, 256, 96), (128, 8, 512, 64), (60, 6, 200, 40),
           (4, 4, 1024, 1000), (2000, 8, 64, 32), (300, 8, 64, 32), (200, 6, 64, 32),
-          (8, 2, 5120, 16)]
+          (8, 2, 5120, 16), (8, 2, 5120, 64)]
 
 
 def cuda_case(E, k, D, I, wdt, rdt, renorm, mode, monkeypatch, T=1):
-    monkeypatch.setenv("INGOT_MOE_BLOCK", mode)
+    # mode "1": the kernel (bf16 phase 1b on tensor cores where I is a
+    # multiple of 64), "fma": the kernel with f32 FMAs for bf16 too
+    # (INGOT_MOE_TC=0), "0": the composed kernels
+    monkeypatch.setenv("INGOT_MOE_BLOCK", "0" if mode == "0" else "1")
+    monkeypatch.setenv("INGOT_MOE_TC", "0" if mode == "fma" else "1")
     L = layer(E, k, D, I, wdt, rdt, T)
     args = block_args(L, k, renorm)
     want = run(args)
@@ -153,7 +158,7 @@ def cuda_case(E, k, D, I, wdt, rdt, renorm, mode, monkeypatch, T=1):
     np.testing.assert_allclose(got[0], want[0], **y_tol(k, D, I))
 
 
-@pytest.mark.parametrize("mode", ["1", "0"])
+@pytest.mark.parametrize("mode", ["1", "fma", "0"])
 @pytest.mark.parametrize("wdt", [BF16, F16, F32, F8], ids=lambda d: NAMES[d])
 @pytest.mark.parametrize("E,k,D,I", SHAPES)
 @needs_cuda
@@ -176,11 +181,12 @@ def test_cuda_composed_shapes(E, k, D, I, T, monkeypatch):
     cuda_case(E, k, D, I, BF16, F32, True, "1", monkeypatch, T)
 
 
+@pytest.mark.parametrize("mode", ["1", "fma"])
 @pytest.mark.parametrize("wdt", [BF16, F8], ids=lambda d: NAMES[d])
 @needs_cuda
-def test_cuda_qwen3_30b_a3b_experts(wdt, monkeypatch):
+def test_cuda_qwen3_30b_a3b_experts(wdt, mode, monkeypatch):
     # The real expert shape (D 2048, I 768, k 8; 16 experts to keep the CPU side small).
-    cuda_case(16, 8, 2048, 768, wdt, BF16, True, "1", monkeypatch)
+    cuda_case(16, 8, 2048, 768, wdt, BF16, True, mode, monkeypatch)
 
 
 @pytest.mark.parametrize("wdt", [BF16, F8], ids=lambda d: NAMES[d])
