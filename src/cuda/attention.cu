@@ -492,7 +492,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
   cg::cluster_group cluster = cg::this_cluster();
   // Blocks write into each other's shared memory only once all have started:
   // arrive now, wait before the first push (QT: its cluster.sync does it).
-  if constexpr (QT < 0) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+  if constexpr (QT < 0) __cluster_barrier_arrive_relaxed();
   const int r = (int)cluster.block_rank(), h = blockIdx.y, t = blockIdx.z;
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   // QT: rows [j0, j1) of the 3 D (q head h, k and v of its kv head); grow(j)
@@ -691,7 +691,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
   }
   TL_MARK();  // the block's rows are done
   __syncthreads();
-  if constexpr (QT < 0) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+  if constexpr (QT < 0) __cluster_barrier_wait();
   const int per = (D + kCluster - 1) / kCluster;
   for (int d = threadIdx.x; d < D; d += NT) {
     float s = 0.f;

@@ -232,6 +232,23 @@ __host__ __device__ inline Layout layout(int64_t D, int64_t I, int E, int k, int
   return L;
 }
 
+// Piece f = r rowp + c of consecutive rows of rowp 16-byte pieces, for a
+// thread walking f = tid, tid + kThreads, ... without a division (32-bit:
+// the pieces fit in shared memory): the down-row copies and phase 1b.
+struct PieceWalk {
+  int rowp, r, c, rstep, cstep;
+  __device__ explicit PieceWalk(int rowp_)
+      : rowp(rowp_),
+        r((int)threadIdx.x / rowp_),
+        c((int)threadIdx.x - r * rowp_),
+        rstep(kThreads / rowp_),
+        cstep(kThreads - rstep * rowp_) {}
+  __device__ void next() {  // piece f + kThreads
+    r += rstep, c += cstep;
+    if (c >= rowp) c -= rowp, r++;
+  }
+};
+
 // Where 16-byte piece c of staged down row r sits in its row when swizzled:
 // within each 128-byte line (rows are whole lines), piece c ^ (r % 8), so
 // ldmatrix's 8 rows of one column hit 8 different bank quads and cp.async
@@ -418,20 +435,16 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   const int nss = p.k * p.R;
   const float ss0 = tid < nss ? down_scale(tid) : 1.f;
   const uint64_t pol = l2_evict_first();  // the experts' rows: read once, their lines go first
-  // 32-bit indices below: the staged rows fit in shared memory.
-  const int rowpi = (int)rowp;  // 16-byte pieces a row
+  const int rowpi = (int)rowp;   // 16-byte pieces a row (32-bit: they fit in shared memory)
+  const PieceWalk walk0(rowpi);  // this thread's first piece
   if (n1 > n0) {
     const int per = (int)(n1 - n0) * rowpi;  // pieces an expert
-    const int r0 = tid / rowpi, c0 = tid - r0 * rowpi;
-    const int rstep = kThreads / rowpi, cstep = kThreads - rstep * rowpi;
-    for (int j = 0; j < p.k; j++) {  // expert j's rows: one contiguous run
+    for (int j = 0; j < p.k; j++) {          // expert j's rows: one contiguous run
       const uint4 *src = reinterpret_cast<const uint4 *>(wd + ((int64_t)sid[j] * D + n0) * I);
       uint4 *dst = ds + j * p.R * rowpi;
-      for (int g = tid, r = r0, c = c0; g < per; g += kThreads) {
-        cp_async16(dst + r * rowpi + (p.swz ? swz_piece(c, r) : c), src + g, pol);
-        r += rstep, c += cstep;  // piece g + kThreads, without a division
-        if (c >= rowpi) c -= rowpi, r++;
-      }
+      PieceWalk pw = walk0;  // pw.r the row, pw.c the piece
+      for (int g = tid; g < per; g += kThreads, pw.next())
+        cp_async16(dst + pw.r * rowpi + (p.swz ? swz_piece(pw.c, pw.r) : pw.c), src + g, pol);
     }
   }
   cp_async_commit();
@@ -528,30 +541,24 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   // (consecutive pieces).
   __shared__ float part[kWarps][kRowGroup];
   const int pieces = p.k * rowpi, nrows = (int)(n1 - n0);
-  const int j0 = tid / rowpi, c0 = tid - j0 * rowpi;  // this thread's first piece
-  const int jstep = kThreads / rowpi, cstep = kThreads - jstep * rowpi;  // kThreads pieces on
   for (int g = 0; g < nrows; g += kRowGroup) {
     const int64_t g0 = n0 + g;
     const int nr = nrows - g < kRowGroup ? nrows - g : kRowGroup;
-    bool done = false;  // by the tensor cores
-    if constexpr (std::is_same<WT, bf16_t>::value) {
-      if (tc) {
-        down_group_tc(p, ds, reinterpret_cast<const uint32_t *>(hs), ss, g, nr, part);
-        done = true;
-      }
-    }
-    if (!done) {
+    if (tc) {
+      down_group_tc(p, ds, reinterpret_cast<const uint32_t *>(hs), ss, g, nr, part);
+    } else {
       float acc[kRowGroup];
 #pragma unroll
       for (int rr = 0; rr < kRowGroup; rr++) acc[rr] = 0.f;
-      for (int f = tid, j = j0, c = c0; f < pieces; f += kThreads) {
+      PieceWalk pw = walk0;  // pieces of the k down rows: pw.r the slot, pw.c the piece
+      for (int f = tid; f < pieces; f += kThreads, pw.next()) {
         float hv[VEC];
 #pragma unroll
         for (int pc = 0; pc < VEC / 4; pc++)
           *reinterpret_cast<float4 *>(hv + 4 * pc) =
-              *reinterpret_cast<const float4 *>(hs + j * (int)I + c * VEC + 4 * pc);
-        const uint4 *dj = ds + (j * p.R + g) * rowpi + c;
-        const float *sj = ss + j * p.R + g;
+              *reinterpret_cast<const float4 *>(hs + pw.r * (int)I + pw.c * VEC + 4 * pc);
+        const uint4 *dj = ds + (pw.r * p.R + g) * rowpi + pw.c;
+        const float *sj = ss + pw.r * p.R + g;
 #pragma unroll
         for (int rr = 0; rr < kRowGroup; rr++) {
           if (rr >= nr) break;
@@ -566,8 +573,6 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
           }
           acc[rr] = fmaf(d, sj[rr], acc[rr]);
         }
-        j += jstep, c += cstep;  // the next piece, without a division
-        if (c >= rowpi) c -= rowpi, j++;
       }
 #pragma unroll
       for (int rr = 0; rr < kRowGroup; rr++) {
@@ -595,11 +600,10 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
 // down rows of k experts within the shared memory budget), h slices of S
 // rows (a whole number of 16-byte pieces, about one unit a block). False
 // when it does not fit.
-bool plan(int64_t D, int64_t I, int E, int k, int es, bool tc, int sms, BlockParams *p, int *grid) {
+bool plan(int64_t D, int64_t I, int E, int k, int es, int sms, BlockParams *p, int *grid) {
   const int vec = 16 / es;
   const int64_t R = (D + sms - 1) / sms;
   if (layout(D, I, E, k, (int)R, es).bytes > (int64_t)kSmemBudget) return false;
-  p->swz = tc && I % 64 == 0;  // tensor cores: bf16 rows of whole 128-byte lines
   int64_t S = (I * k + sms - 1) / sms;
   S = (S + vec - 1) / vec * vec;
   const int slices = (int)((I + S - 1) / S);
@@ -685,9 +689,7 @@ ingot_status k_moe_block(ingot_op_args *a) {
   if (!fits) return moe_block_compose(a);
   BlockParams p = {};
   int grid = 0;
-  // bf16 phase 1b on tensor cores; INGOT_MOE_TC=0 (read per call): f32 FMAs as other dtypes
-  const bool tc = wdt == INGOT_BF16 && !ingot_env_off("INGOT_MOE_TC");
-  if (!plan(D, I, (int)E, k, es, tc, sms, &p, &grid)) return moe_block_compose(a);
+  if (!plan(D, I, (int)E, k, es, sms, &p, &grid)) return moe_block_compose(a);
   cudaStream_t s = stream_of(y);
   // h [k][I] first (16-byte aligned: float4 reads), then the logits [E]
   float *scratch = (float *)cuda_scratch_alloc(dev, (size_t)(k * I + E) * sizeof(float), s);
@@ -704,6 +706,9 @@ ingot_status k_moe_block(ingot_op_args *a) {
   p.wd = ingot_tensor_data(wd);
   p.sd = a->in[6] ? (const float *)ingot_tensor_data(a->in[6]) : NULL;
   p.D = D, p.I = I, p.E = (int)E, p.k = k, p.renorm = a->iarg[1] != 0;
+  // bf16 phase 1b on tensor cores where its rows are whole 128-byte lines;
+  // INGOT_MOE_TC=0 (read per call): f32 FMAs as other dtypes
+  p.swz = wdt == INGOT_BF16 && I % 64 == 0 && !ingot_env_off("INGOT_MOE_TC");
   p.y = (float *)ingot_tensor_data(y);
   p.wout = (float *)ingot_tensor_data(a->out[1]);
   p.ids = (int32_t *)ingot_tensor_data(a->out[2]);
