@@ -379,7 +379,9 @@ __device__ void down_group_tc(const BlockParams &p, const uint4 *ds, const uint3
   if (t == 0) part[warp][gq] = acc0, part[warp][gq + 8] = acc1;
 }
 
-template <class WT>
+// TC: bf16 phase 1b on tensor cores (p.swz), compiled apart so that each
+// kernel carries only the phase 1b it runs.
+template <class WT, bool TC>
 __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   TL_SCOPE(kTlMoeBlock);
   constexpr int VEC = Wfmt<WT>::VEC, LU = 8;  // LU: 16-byte loads per row per lane in flight
@@ -444,7 +446,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
       uint4 *dst = ds + j * p.R * rowpi;
       PieceWalk pw = walk0;  // pw.r the row, pw.c the piece
       for (int g = tid; g < per; g += kThreads, pw.next())
-        cp_async16(dst + pw.r * rowpi + (p.swz ? swz_piece(pw.c, pw.r) : pw.c), src + g, pol);
+        cp_async16(dst + pw.r * rowpi + (TC ? swz_piece(pw.c, pw.r) : pw.c), src + g, pol);
     }
   }
   cp_async_commit();
@@ -508,7 +510,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   // cores as bf16 hi and lo pairs (word 2 P + 0 / 1: pair P's hi / lo); the
   // down rows arrive.
   constexpr int kHLoads = 4;
-  const bool tc = std::is_same<WT, bf16_t>::value && p.swz;
+  constexpr bool tc = TC;
   const int64_t nh = (int64_t)p.k * I / 4;
   for (int64_t q0 = tid; q0 < nh; q0 += kHLoads * kThreads) {
     float4 hv4[kHLoads];
@@ -615,9 +617,9 @@ bool plan(int64_t D, int64_t I, int E, int k, int es, int sms, BlockParams *p, i
 
 // The cooperative launch, or an error code (refused): nothing sticky, the
 // caller composes.
-template <class WT>
+template <class WT, bool TC = false>
 cudaError_t launch(const BlockParams &p, int grid, int dev, cudaStream_t s) {
-  auto kern = moe_block_kernel<WT>;
+  auto kern = moe_block_kernel<WT, TC>;
   const size_t smem = (size_t)layout(p.D, p.I, p.E, p.k, p.R, (int)sizeof(WT)).bytes;
   // The opt-in above 48 KB, once a device for the largest size asked (a host
   // call per eager step otherwise).
@@ -653,7 +655,7 @@ cudaError_t launch(const BlockParams &p, int grid, int dev, cudaStream_t s) {
 cudaError_t launch_dt(int wdt, const BlockParams &p, int grid, int dev, cudaStream_t s) {
   switch (wdt) {
     case INGOT_BF16:
-      return launch<bf16_t>(p, grid, dev, s);
+      return p.swz ? launch<bf16_t, true>(p, grid, dev, s) : launch<bf16_t>(p, grid, dev, s);
     case INGOT_F16:
       return launch<f16_t>(p, grid, dev, s);
     case INGOT_F32:
