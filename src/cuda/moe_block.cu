@@ -141,8 +141,9 @@ constexpr int kRouterLoads = 8;  // 16-byte router loads per lane issued before 
 struct RouterShare {
   int64_t e, first, stride, step;
 };
+template <bool C>
 __device__ __forceinline__ RouterShare router_share(const BlockParams &p) {
-  if (p.E <= (int)gridDim.x) return {(int64_t)blockIdx.x, (int64_t)threadIdx.x, kThreads, p.E};
+  if (C || p.E <= (int)gridDim.x) return {(int64_t)blockIdx.x, (int64_t)threadIdx.x, kThreads, p.E};
   return {(int64_t)blockIdx.x * kWarps + threadIdx.x / 32, (int64_t)(threadIdx.x % 32), 32,
           (int64_t)gridDim.x * kWarps};
 }
@@ -153,8 +154,9 @@ __device__ __forceinline__ const uint4 *router_row(const BlockParams &p, int64_t
 }
 
 // The router loads of this thread's first row (before the staging: weights).
+template <bool C>
 __device__ void router_first(const BlockParams &p, uint4 (&v)[kRouterLoads]) {
-  const RouterShare r = router_share(p);
+  const RouterShare r = router_share<C>(p);
   const int64_t rch = p.D * (p.r_dt == INGOT_F32 ? 4 : 2) / 16;
   const uint4 *row = router_row(p, r.e);
 #pragma unroll
@@ -165,11 +167,11 @@ __device__ void router_first(const BlockParams &p, uint4 (&v)[kRouterLoads]) {
 }
 
 // Phase 0's dots into the logits scratch (sums in a fixed order).
-template <int VEC>
+template <int VEC, bool C>
 __device__ void router_logits(const BlockParams &p, const float *xs,
                               const uint4 (&first)[kRouterLoads]) {
   __shared__ float part[kWarps];
-  const RouterShare r = router_share(p);
+  const RouterShare r = router_share<C>(p);
   const int lane = threadIdx.x % 32, rvec = p.r_dt == INGOT_F32 ? 4 : 8;
   const int64_t nch = p.D / VEC, rch = p.D / rvec;
   const bool by_block = r.stride == kThreads;
@@ -292,10 +294,11 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], 
 // thread counts the keys above its logits': the same order as
 // route_warp_keys, all threads at once) for E <= kRankE, else the routing
 // warp; then warp 0's softmax weights (route_weights). sid/swt filled.
+template <bool C>
 __device__ void route_block(const BlockParams &p, float *ls, unsigned long long *keys, int *sid,
                             float *swt) {
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  if (p.E > kRankE) {
+  if (!C && p.E > kRankE) {
     if (warp == 0) route_warp_keys(ls, p.E, p.k, p.renorm, swt, sid);
     __syncthreads();
     return;
@@ -306,7 +309,7 @@ __device__ void route_block(const BlockParams &p, float *ls, unsigned long long 
   // counting every G-th other key: E / G loads in a row instead of E.
   int G = 1;
   while (G < 32 && 2 * G * p.E <= kThreads) G *= 2;
-  if (G > 1) {  // one key per group of G lanes: every thread reaches the shuffles
+  if (C || G > 1) {  // one key per group of G lanes: every thread reaches the shuffles
     const int e = tid / G, g = tid % G;
     const bool live = e < p.E;
     const unsigned long long me = live ? keys[e] : 0ull;
@@ -382,8 +385,9 @@ __device__ void down_group_tc(const BlockParams &p, const uint4 *ds, const uint3
 }
 
 // TC: bf16 phase 1b on tensor cores (p.swz), compiled apart so that each
-// kernel carries only the phase 1b it runs.
-template <class WT, bool TC>
+// kernel carries only the phase 1b it runs. C (compact): the decode
+// geometry of compact(), without the code of the other paths.
+template <class WT, bool TC, bool C>
 __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   TL_SCOPE(kTlMoeBlock);
   constexpr int VEC = Wfmt<WT>::VEC, LU = 8;  // LU: 16-byte loads per row per lane in flight
@@ -402,7 +406,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
 
   // Phase 0: xn staged, the router's logits, the routing.
   uint4 first[kRouterLoads];
-  router_first(p, first);
+  router_first<C>(p, first);
   float4 nw[kNormLoads];
   norm_weights_first(p.norm, (int)(p.D / 4), kThreads, true, nw);
   pdl_wait();  // x comes from the kernel before
@@ -413,13 +417,13 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   // round trip hides under the phases before.
   const int64_t n0 = (int64_t)blockIdx.x * p.R, n1 = n0 + p.R < D ? n0 + p.R : D;
   const float xres0 = tid < kRowGroup && n0 + tid < n1 ? __ldg(p.x + n0 + tid) : 0.f;
-  router_logits<VEC>(p, xs, first);
+  router_logits<VEC, C>(p, xs, first);
   TL_MARK();  // mark 1: this block's router rows done
   grid.sync();
   TL_MARK();  // mark 2: every router row done
   for (int e = tid; e < p.E; e += kThreads) ls[e] = __ldcg(p.logits + e);
   __syncthreads();
-  route_block(p, ls, keys, sid, swt);  // ids in [0, E): no range checks below
+  route_block<C>(p, ls, keys, sid, swt);  // ids in [0, E): no range checks below
   if (blockIdx.x == 0)
     for (int j = tid; j < p.k; j += kThreads) p.wout[j] = swt[j], p.ids[j] = sid[j];
   TL_MARK();  // mark 3: routed
@@ -596,6 +600,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
       p.y[g0 + tid] = (g == 0 ? xres0 : p.x[g0 + tid]) + t;
     }
     if (g == 0) TL_MARK();  // mark 10: the first group's rows written
+    if (C) break;           // one group
     __syncthreads();        // part is rewritten by the next group
   }
 }
@@ -619,9 +624,9 @@ bool plan(int64_t D, int64_t I, int E, int k, int es, int sms, BlockParams *p, i
 
 // The cooperative launch, or an error code (refused): nothing sticky, the
 // caller composes.
-template <class WT, bool TC = false>
+template <class WT, bool TC = false, bool C = false>
 cudaError_t launch(const BlockParams &p, int grid, int dev, cudaStream_t s) {
-  auto kern = moe_block_kernel<WT, TC>;
+  auto kern = moe_block_kernel<WT, TC, C>;
   const size_t smem = (size_t)layout(p.D, p.I, p.E, p.k, p.R, (int)sizeof(WT)).bytes;
   // The opt-in above 48 KB, once a device for the largest size asked (a host
   // call per eager step otherwise).
@@ -654,16 +659,25 @@ cudaError_t launch(const BlockParams &p, int grid, int dev, cudaStream_t s) {
   return e;
 }
 
+// The decode geometry (Qwen3-30B-A3B's): a router row a block, the grouped
+// key ranks, one group of phase-1b rows; the kernels of the decode dtypes
+// (bf16 on tensor cores, f8) have a compact instantiation for it.
+bool compact(const BlockParams &p, int grid) {
+  return p.E <= grid && 2 * p.E <= kThreads && p.R <= kRowGroup;
+}
+
 cudaError_t launch_dt(int wdt, const BlockParams &p, int grid, int dev, cudaStream_t s) {
+  const bool c = compact(p, grid);
   switch (wdt) {
     case INGOT_BF16:
-      return p.swz ? launch<bf16_t, true>(p, grid, dev, s) : launch<bf16_t>(p, grid, dev, s);
+      if (!p.swz) return launch<bf16_t>(p, grid, dev, s);
+      return c ? launch<bf16_t, true, true>(p, grid, dev, s) : launch<bf16_t, true>(p, grid, dev, s);
     case INGOT_F16:
       return launch<f16_t>(p, grid, dev, s);
     case INGOT_F32:
       return launch<float>(p, grid, dev, s);
     case INGOT_F8E4M3FN:
-      return launch<f8e4m3_t>(p, grid, dev, s);
+      return c ? launch<f8e4m3_t, false, true>(p, grid, dev, s) : launch<f8e4m3_t>(p, grid, dev, s);
     default:
       return cudaErrorNotSupported;
   }
