@@ -33,6 +33,7 @@ __device__ void route_weights(const float *rs, int E, int k, bool renorm, int fi
   for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
   // Weight `lane` stays in a register; choices past 32 (k > 32) go through w.
   float ks = 0.f, wl = 0.f;
+#pragma unroll 1  // compact: one round for k <= 32 (moe_block's code size matters)
   for (int j = lane; j < k; j += 32) {
     const float v = expf(rs[j == lane ? mine : id[j]] - m) / s;
     ks += v;
@@ -44,6 +45,7 @@ __device__ void route_weights(const float *rs, int E, int k, bool renorm, int fi
   if (renorm)
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) ks += __shfl_xor_sync(0xffffffffu, ks, o);
+#pragma unroll 1
   for (int j = lane; j < k; j += 32) {
     const float v = j == lane ? wl : w[j];
     w[j] = renorm ? v / ks : v;
