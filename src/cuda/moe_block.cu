@@ -31,9 +31,16 @@
 //   350 tok/s bf16, 434 -> 402 fp8. bf16 with I a multiple of 64 runs the
 //   dots on tensor cores instead (down_group_tc: h as bf16 hi + lo, mma
 //   m16n8k16, f32 sums): its dots 2.9 -> 2.4 us, decode +0.4-1 % bf16;
-//   INGOT_MOE_TC=0 (read per call) keeps the f32 FMAs. That form is its own
-//   instantiation (TC): without the FMA code it never runs, decode +0.9 %
-//   bf16 (5600 SASS instructions against 6320 for both forms in one).
+//   INGOT_MOE_TC=0 (read per call) keeps the f32 FMAs.
+// Code size: most phases (staging, routing, copies, the tail) run their
+// code once a layer, and on the H200 the kernel measured faster when smaller
+// and slower when larger (docs/perf-notes.md, fourteenth session). So the
+// tensor-core form is its own instantiation (TC: no FMA phase 1b in it;
+// decode +0.9 % bf16), and the decode dtypes (bf16 on tensor cores, f8) have
+// a compact one (C) for the decode geometry (a router row a block, grouped
+// key ranks, one group of phase-1b rows) without the other paths' code: bf16
+// 5600 -> 4464 SASS instructions, f8 7056 -> 5896; decode +1.4 % bf16,
+// +4.4 % fp8.
 // Bytes: the k experts' gate, up and down rows once, the router once; xn, h
 // and the logits through L2. Two grid syncs; no partial sums.
 // Measured on the H200 (docs/perf-notes.md): Qwen3-30B-A3B decode 279.6
@@ -671,7 +678,8 @@ cudaError_t launch_dt(int wdt, const BlockParams &p, int grid, int dev, cudaStre
   switch (wdt) {
     case INGOT_BF16:
       if (!p.swz) return launch<bf16_t>(p, grid, dev, s);
-      return c ? launch<bf16_t, true, true>(p, grid, dev, s) : launch<bf16_t, true>(p, grid, dev, s);
+      return c ? launch<bf16_t, true, true>(p, grid, dev, s)
+               : launch<bf16_t, true>(p, grid, dev, s);
     case INGOT_F16:
       return launch<f16_t>(p, grid, dev, s);
     case INGOT_F32:
