@@ -43,7 +43,9 @@
 // float4 loads into registers, one block sum, the norm in registers, the norm
 // weights' first loads before the wait) and loads each tile's epilogue
 // operands with its weights: ncu, Qwen3-30B-A3B's f8 q|k|v, 11.8 -> 10.6 us
-// and 3.94 M -> 2.80 M instructions (see docs/perf-notes.md).
+// and 3.94 M -> 2.80 M instructions (see docs/perf-notes.md). That form is
+// its own instantiation (ONE), without the general staging: bf16 4256 ->
+// 2200 SASS instructions, Qwen3-30B-A3B decode +1.5 % bf16 / +0.4 % fp8.
 // Occupancy queries are cached per kernel (host cost per call: cuda_use_device + one
 // launch + cudaGetLastError).
 // gemv1 and gemvx are launched as programmatic dependents (pdl.cuh): for
@@ -543,8 +545,11 @@ __device__ __forceinline__ void stage_xf(const GemvParams &p, float *xs, float *
 // gemv1_kernel's loop for R rows of f32 X: C columns a warp tile, 16 / C loads of
 // 16 bytes per column in flight per lane, each weight piece multiplied by all R
 // staged rows (one float4 of X per row and piece). Host guarantees: k = nch * VEC,
-// W rows 16-byte aligned, C * R <= 32 (one lane stores each sum).
-template <class WT, int R, int C>
+// W rows 16-byte aligned, C * R <= 32 (one lane stores each sum). ONE: the
+// one-pass staging of a decode row (stage_x1; host: R = 1, p.xvec, k <= 4
+// kThreads kStageLoads), compiled apart so that neither kernel carries the
+// other's staging (smaller code measured faster in moe_block).
+template <class WT, int R, int C, bool ONE = false>
 __global__ void __launch_bounds__(kThreads, C *R <= 8 ? 2 : 1) gemvx_kernel(GemvParams p) {
   TL_SCOPE(kTlGemvx);
   constexpr int VEC = Wfmt<WT>::VEC, U = 16 / C;
@@ -573,7 +578,8 @@ __global__ void __launch_bounds__(kThreads, C *R <= 8 ? 2 : 1) gemvx_kernel(Gemv
   Epi epi{1.f, 1.f, 0.f};
   if (elane && tile < tiles && tile * C + lane < m) epi = load_epi(p, 0, tile * C + lane);
   // The only barriers: every thread reaches them once.
-  if (R == 1 && p.xvec && p.nch * (VEC / 4) <= (int64_t)kThreads * kStageLoads)
+  static_assert(!ONE || R == 1, "one row");
+  if (ONE)
     stage_x1<VEC>(p, xs, nw);
   else
     stage_xf<VEC, R>(p, xs, inv);
@@ -725,10 +731,10 @@ ingot_status launch_1(GemvParams &p, int dev, cudaStream_t s, bool *used) {
 }
 
 // The f32-X kernel for R rows when it pays (see the top of the file).
-template <class WT, int R, int C>
+template <class WT, int R, int C, bool ONE = false>
 ingot_status launch_xc(GemvParams &p, int dev, cudaStream_t s, bool *used) {
   const size_t smem = (size_t)R * p.nch * Wfmt<WT>::VEC * sizeof(float);
-  auto kern = gemvx_kernel<WT, R, C>;
+  auto kern = gemvx_kernel<WT, R, C, ONE>;
   ingot_status st = allow_smem(kern, smem, "gemvx smem attribute");
   if (st) return st;
   static std::atomic<uint64_t> occ{0};
@@ -742,6 +748,9 @@ ingot_status launch_xc(GemvParams &p, int dev, cudaStream_t s, bool *used) {
 // better (as gemv1).
 template <class WT>
 ingot_status launch_x(GemvParams &p, int dev, cudaStream_t s, bool *used) {
+  if (p.rows <= 1 && p.xvec && p.nch * (Wfmt<WT>::VEC / 4) <= (int64_t)kThreads * kStageLoads)
+    return p.nch <= 256 ? launch_xc<WT, 1, 2, true>(p, dev, s, used)
+                        : launch_xc<WT, 1, 1, true>(p, dev, s, used);
   if (p.rows <= 1)
     return p.nch <= 256 ? launch_xc<WT, 1, 2>(p, dev, s, used)
                         : launch_xc<WT, 1, 1>(p, dev, s, used);
