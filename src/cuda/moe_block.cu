@@ -37,7 +37,7 @@
 // and slower when larger (docs/perf-notes.md, fourteenth session). So the
 // tensor-core form is its own instantiation (TC: no FMA phase 1b in it;
 // decode +0.9 % bf16), and the decode dtypes (bf16 on tensor cores, f8) have
-// a compact one (C) for the decode geometry (a router row a block, grouped
+// a compact one (COMPACT) for the decode geometry (a router row a block, grouped
 // key ranks, one group of phase-1b rows) without the other paths' code: bf16
 // 5600 -> 4464 SASS instructions, f8 7056 -> 5896; decode +1.4 % bf16,
 // +4.4 % fp8.
@@ -148,9 +148,10 @@ constexpr int kRouterLoads = 8;  // 16-byte router loads per lane issued before 
 struct RouterShare {
   int64_t e, first, stride, step;
 };
-template <bool C>
+template <bool COMPACT>
 __device__ __forceinline__ RouterShare router_share(const BlockParams &p) {
-  if (C || p.E <= (int)gridDim.x) return {(int64_t)blockIdx.x, (int64_t)threadIdx.x, kThreads, p.E};
+  if (COMPACT || p.E <= (int)gridDim.x)
+    return {(int64_t)blockIdx.x, (int64_t)threadIdx.x, kThreads, p.E};
   return {(int64_t)blockIdx.x * kWarps + threadIdx.x / 32, (int64_t)(threadIdx.x % 32), 32,
           (int64_t)gridDim.x * kWarps};
 }
@@ -161,9 +162,9 @@ __device__ __forceinline__ const uint4 *router_row(const BlockParams &p, int64_t
 }
 
 // The router loads of this thread's first row (before the staging: weights).
-template <bool C>
+template <bool COMPACT>
 __device__ void router_first(const BlockParams &p, uint4 (&v)[kRouterLoads]) {
-  const RouterShare r = router_share<C>(p);
+  const RouterShare r = router_share<COMPACT>(p);
   const int64_t rch = p.D * (p.r_dt == INGOT_F32 ? 4 : 2) / 16;
   const uint4 *row = router_row(p, r.e);
 #pragma unroll
@@ -174,11 +175,11 @@ __device__ void router_first(const BlockParams &p, uint4 (&v)[kRouterLoads]) {
 }
 
 // Phase 0's dots into the logits scratch (sums in a fixed order).
-template <int VEC, bool C>
+template <int VEC, bool COMPACT>
 __device__ void router_logits(const BlockParams &p, const float *xs,
                               const uint4 (&first)[kRouterLoads]) {
   __shared__ float part[kWarps];
-  const RouterShare r = router_share<C>(p);
+  const RouterShare r = router_share<COMPACT>(p);
   const int lane = threadIdx.x % 32, rvec = p.r_dt == INGOT_F32 ? 4 : 8;
   const int64_t nch = p.D / VEC, rch = p.D / rvec;
   const bool by_block = r.stride == kThreads;
@@ -301,11 +302,11 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], 
 // thread counts the keys above its logits': the same order as
 // route_warp_keys, all threads at once) for E <= kRankE, else the routing
 // warp; then warp 0's softmax weights (route_weights). sid/swt filled.
-template <bool C>
+template <bool COMPACT>
 __device__ void route_block(const BlockParams &p, float *ls, unsigned long long *keys, int *sid,
                             float *swt) {
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  if (!C && p.E > kRankE) {
+  if (!COMPACT && p.E > kRankE) {
     if (warp == 0) route_warp_keys(ls, p.E, p.k, p.renorm, swt, sid);
     __syncthreads();
     return;
@@ -316,7 +317,7 @@ __device__ void route_block(const BlockParams &p, float *ls, unsigned long long 
   // counting every G-th other key: E / G loads in a row instead of E.
   int G = 1;
   while (G < 32 && 2 * G * p.E <= kThreads) G *= 2;
-  if (C || G > 1) {  // one key per group of G lanes: every thread reaches the shuffles
+  if (COMPACT || G > 1) {  // one key per group of G lanes: every thread reaches the shuffles
     const int e = tid / G, g = tid % G;
     const bool live = e < p.E;
     const unsigned long long me = live ? keys[e] : 0ull;
@@ -392,9 +393,9 @@ __device__ void down_group_tc(const BlockParams &p, const uint4 *ds, const uint3
 }
 
 // TC: bf16 phase 1b on tensor cores (p.swz), compiled apart so that each
-// kernel carries only the phase 1b it runs. C (compact): the decode
+// kernel carries only the phase 1b it runs. COMPACT: the decode
 // geometry of compact(), without the code of the other paths.
-template <class WT, bool TC, bool C>
+template <class WT, bool TC, bool COMPACT>
 __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   TL_SCOPE(kTlMoeBlock);
   constexpr int VEC = Wfmt<WT>::VEC, LU = 8;  // LU: 16-byte loads per row per lane in flight
@@ -413,7 +414,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
 
   // Phase 0: xn staged, the router's logits, the routing.
   uint4 first[kRouterLoads];
-  router_first<C>(p, first);
+  router_first<COMPACT>(p, first);
   float4 nw[kNormLoads];
   norm_weights_first(p.norm, (int)(p.D / 4), kThreads, true, nw);
   pdl_wait();  // x comes from the kernel before
@@ -424,13 +425,13 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   // round trip hides under the phases before.
   const int64_t n0 = (int64_t)blockIdx.x * p.R, n1 = n0 + p.R < D ? n0 + p.R : D;
   const float xres0 = tid < kRowGroup && n0 + tid < n1 ? __ldg(p.x + n0 + tid) : 0.f;
-  router_logits<VEC, C>(p, xs, first);
+  router_logits<VEC, COMPACT>(p, xs, first);
   TL_MARK();  // mark 1: this block's router rows done
   grid.sync();
   TL_MARK();  // mark 2: every router row done
   for (int e = tid; e < p.E; e += kThreads) ls[e] = __ldcg(p.logits + e);
   __syncthreads();
-  route_block<C>(p, ls, keys, sid, swt);  // ids in [0, E): no range checks below
+  route_block<COMPACT>(p, ls, keys, sid, swt);  // ids in [0, E): no range checks below
   if (blockIdx.x == 0)
     for (int j = tid; j < p.k; j += kThreads) p.wout[j] = swt[j], p.ids[j] = sid[j];
   TL_MARK();  // mark 3: routed
@@ -607,7 +608,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
       p.y[g0 + tid] = (g == 0 ? xres0 : p.x[g0 + tid]) + t;
     }
     if (g == 0) TL_MARK();  // mark 10: the first group's rows written
-    if (C) break;           // one group
+    if (COMPACT) break;     // one group
     __syncthreads();        // part is rewritten by the next group
   }
 }
@@ -631,9 +632,9 @@ bool plan(int64_t D, int64_t I, int E, int k, int es, int sms, BlockParams *p, i
 
 // The cooperative launch, or an error code (refused): nothing sticky, the
 // caller composes.
-template <class WT, bool TC = false, bool C = false>
+template <class WT, bool TC = false, bool COMPACT = false>
 cudaError_t launch(const BlockParams &p, int grid, int dev, cudaStream_t s) {
-  auto kern = moe_block_kernel<WT, TC, C>;
+  auto kern = moe_block_kernel<WT, TC, COMPACT>;
   const size_t smem = (size_t)layout(p.D, p.I, p.E, p.k, p.R, (int)sizeof(WT)).bytes;
   // The opt-in above 48 KB, once a device for the largest size asked (a host
   // call per eager step otherwise).
