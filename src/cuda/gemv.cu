@@ -746,14 +746,18 @@ ingot_status launch_xc(GemvParams &p, int dev, cudaStream_t s, bool *used) {
 // tiles stay many (R = 1, 2, 4: two blocks an SM at <= 128 registers; R = 8: C = 4,
 // one block an SM at 163-168 registers); C = 1 on long single rows balances the warps
 // better (as gemv1).
+template <class WT, bool ONE>
+ingot_status launch_x1(GemvParams &p, int dev, cudaStream_t s, bool *used) {
+  return p.nch <= 256 ? launch_xc<WT, 1, 2, ONE>(p, dev, s, used)
+                      : launch_xc<WT, 1, 1, ONE>(p, dev, s, used);
+}
+
 template <class WT>
 ingot_status launch_x(GemvParams &p, int dev, cudaStream_t s, bool *used) {
-  if (p.rows <= 1 && p.xvec && p.nch * (Wfmt<WT>::VEC / 4) <= (int64_t)kThreads * kStageLoads)
-    return p.nch <= 256 ? launch_xc<WT, 1, 2, true>(p, dev, s, used)
-                        : launch_xc<WT, 1, 1, true>(p, dev, s, used);
-  if (p.rows <= 1)
-    return p.nch <= 256 ? launch_xc<WT, 1, 2>(p, dev, s, used)
-                        : launch_xc<WT, 1, 1>(p, dev, s, used);
+  if (p.rows <= 1)  // ONE: one 16-byte aligned row staged in one pass
+    return p.xvec && p.nch * (Wfmt<WT>::VEC / 4) <= (int64_t)kThreads * kStageLoads
+               ? launch_x1<WT, true>(p, dev, s, used)
+               : launch_x1<WT, false>(p, dev, s, used);
   if (p.rows <= 2) return launch_xc<WT, 2, 2>(p, dev, s, used);
   if (p.rows <= 4) return launch_xc<WT, 4, 2>(p, dev, s, used);
   return launch_xc<WT, 8, 4>(p, dev, s, used);

@@ -56,7 +56,6 @@
 #include <cooperative_groups.h>
 
 #include <atomic>
-#include <type_traits>
 
 #include "../core/env.h"
 #include "../core/moe_compose.h"
@@ -95,7 +94,6 @@ struct BlockParams {
   int E, k;
   int S, slices;  // phase 1a: h in slices of S rows, unit = (slot, slice)
   int R;          // phase 1b: output rows a block
-  int swz;        // 1: bf16 phase 1b on tensor cores (staged down rows swizzled: swz_piece)
   bool renorm;
   float *y, *wout;  // y [D]; routing weights [k]
   int32_t *ids;     // [k]
@@ -392,7 +390,8 @@ __device__ void down_group_tc(const BlockParams &p, const uint4 *ds, const uint3
   if (t == 0) part[warp][gq] = acc0, part[warp][gq + 8] = acc1;
 }
 
-// TC: bf16 phase 1b on tensor cores (p.swz), compiled apart so that each
+// TC: bf16 phase 1b on tensor cores (the staged down rows swizzled:
+// swz_piece), compiled apart so that each
 // kernel carries only the phase 1b it runs. COMPACT: the decode
 // geometry of compact(), without the code of the other paths.
 template <class WT, bool TC, bool COMPACT>
@@ -524,7 +523,6 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   // cores as bf16 hi and lo pairs (word 2 P + 0 / 1: pair P's hi / lo); the
   // down rows arrive.
   constexpr int kHLoads = 4;
-  constexpr bool tc = TC;
   const int64_t nh = (int64_t)p.k * I / 4;
   for (int64_t q0 = tid; q0 < nh; q0 += kHLoads * kThreads) {
     float4 hv4[kHLoads];
@@ -536,7 +534,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
     for (int u = 0; u < kHLoads; u++) {
       const int64_t q = q0 + u * kThreads;  // h[4 q, 4 q + 4): pairs 2 q and 2 q + 1
       if (q >= nh) break;
-      if (tc) {
+      if (TC) {
         uint4 w;
         split_bf16x2(hv4[u].x, hv4[u].y, w.x, w.y);
         split_bf16x2(hv4[u].z, hv4[u].w, w.z, w.w);
@@ -560,7 +558,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   for (int g = 0; g < nrows; g += kRowGroup) {
     const int64_t g0 = n0 + g;
     const int nr = nrows - g < kRowGroup ? nrows - g : kRowGroup;
-    if (tc) {
+    if (TC) {
       down_group_tc(p, ds, reinterpret_cast<const uint32_t *>(hs), ss, g, nr, part);
     } else {
       float acc[kRowGroup];
@@ -674,11 +672,12 @@ bool compact(const BlockParams &p, int grid) {
   return p.E <= grid && 2 * p.E <= kThreads && p.R <= kRowGroup;
 }
 
-cudaError_t launch_dt(int wdt, const BlockParams &p, int grid, int dev, cudaStream_t s) {
+// tc: bf16 phase 1b on tensor cores.
+cudaError_t launch_dt(int wdt, bool tc, const BlockParams &p, int grid, int dev, cudaStream_t s) {
   const bool c = compact(p, grid);
   switch (wdt) {
     case INGOT_BF16:
-      if (!p.swz) return launch<bf16_t>(p, grid, dev, s);
+      if (!tc) return launch<bf16_t>(p, grid, dev, s);
       return c ? launch<bf16_t, true, true>(p, grid, dev, s)
                : launch<bf16_t, true>(p, grid, dev, s);
     case INGOT_F16:
@@ -733,14 +732,14 @@ ingot_status k_moe_block(ingot_op_args *a) {
   p.wd = ingot_tensor_data(wd);
   p.sd = a->in[6] ? (const float *)ingot_tensor_data(a->in[6]) : NULL;
   p.D = D, p.I = I, p.E = (int)E, p.k = k, p.renorm = a->iarg[1] != 0;
-  // bf16 phase 1b on tensor cores where its rows are whole 128-byte lines;
-  // INGOT_MOE_TC=0 (read per call): f32 FMAs as other dtypes
-  p.swz = wdt == INGOT_BF16 && I % 64 == 0 && !ingot_env_off("INGOT_MOE_TC");
   p.y = (float *)ingot_tensor_data(y);
   p.wout = (float *)ingot_tensor_data(a->out[1]);
   p.ids = (int32_t *)ingot_tensor_data(a->out[2]);
   p.h = scratch, p.logits = scratch + k * I;
-  cudaError_t e = launch_dt(wdt, p, grid, dev, s);
+  // bf16 phase 1b on tensor cores where its rows are whole 128-byte lines;
+  // INGOT_MOE_TC=0 (read per call): f32 FMAs as other dtypes
+  const bool tc = wdt == INGOT_BF16 && I % 64 == 0 && !ingot_env_off("INGOT_MOE_TC");
+  cudaError_t e = launch_dt(wdt, tc, p, grid, dev, s);
   cuda_scratch_free(dev, scratch, s);  // stream-ordered: reused only after this launch
   if (e == cudaSuccess) return INGOT_OK;
   cudaGetLastError();  // refused (no cooperative launch, too much shared memory): compose
