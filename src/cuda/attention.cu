@@ -14,8 +14,13 @@
 //   threads a block when the grid fits on the SMs, else 128), each
 //   block runs an online softmax over tiles of its rows, and the blocks
 //   merge max, sums and outputs through distributed shared memory (one
-//   launch, no scratch). A longer cache is cut into at most kMaxChunks chunks
-//   (multiples of kTile rows); block (chunk, head, row) writes a partial
+//   launch, no scratch; pushes counted on an mbarrier, cluster_push.cuh,
+//   not a cluster barrier). The decode head size 128 (Qwen3, Llama) with
+//   the rope prologue is its own instantiation (DK), D and the lanes a row
+//   compile-time: 3792 -> 2896 SASS instructions. Both measured on the
+//   H200 (docs/perf-notes.md, fifteenth session): Qwen3-30B-A3B decode
+//   +1.8 % (pushes, with gemv.cu's ONE epilogue) and +1.7 % (DK). A longer cache is cut into at
+//   most kMaxChunks chunks (multiples of kTile rows); block (chunk, head, row) writes a partial
 //   (max, sum, acc[D]) of its rows of 0..pos[t]; blocks whose chunk starts
 //   past pos[t] exit; a combine kernel per (head, row) merges the valid
 //   partials. pos is clamped into [0, ctx).
@@ -32,6 +37,7 @@
 
 #include "../core/env.h"
 #include "../core/qkv_rope.h"
+#include "cluster_push.cuh"
 #include "cuda_common.cuh"
 #include "ggml_blocks.cuh"
 #define PDL_FAMILY "attn"  // INGOT_NO_PDL=attn turns this file's PDL off
@@ -228,18 +234,19 @@ __device__ __forceinline__ void head_load(const T *x, int n, int lane, T (&v)[N]
 }
 // The head in v RMS-normed with weights wt when norm (the products of
 // rms_norm_kernel), stored to y.
-__device__ __forceinline__ void head_norm_store(float (&v)[kHeadRegs], const float (&wt)[kHeadRegs],
-                                                bool norm, float *y, int D, float eps, int lane) {
+template <int N>
+__device__ __forceinline__ void head_norm_store(float (&v)[N], const float (&wt)[N], bool norm,
+                                                float *y, int D, float eps, int lane) {
   if (norm) {
     float ss = 0.f;
 #pragma unroll
-    for (int u = 0; u < kHeadRegs; u++) ss = fmaf(v[u], v[u], ss);
+    for (int u = 0; u < N; u++) ss = fmaf(v[u], v[u], ss);
     const float inv = 1.0f / sqrtf(warp_sum(ss) / (float)D + eps);
 #pragma unroll
-    for (int u = 0; u < kHeadRegs; u++) v[u] = __fmul_rn(__fmul_rn(v[u], inv), wt[u]);
+    for (int u = 0; u < N; u++) v[u] = __fmul_rn(__fmul_rn(v[u], inv), wt[u]);
   }
 #pragma unroll
-  for (int u = 0; u < kHeadRegs; u++)
+  for (int u = 0; u < N; u++)
     if (lane + 32 * u < D) y[lane + 32 * u] = v[u];
 }
 
@@ -368,12 +375,14 @@ __device__ float block_reduce(float x, float *red) {
 // 2. running max m' = max(m, tile max); the sums so far scaled by exp(m - m');
 //    p = exp(score - m'); l += sum of p, a += p v (per lane).
 // Then the lane groups' a merge into acc_b[D], and block b pushes m_b, l_b
-// and its sums of block r's slice of D into block r's shared memory (remote
-// stores); after one cluster barrier block r writes out[t, h, d] = sum_b
-// acc_b[d] f_b / sum_b l_b f_b, f_b = exp(m_b - M), M the cluster's max, from
-// its own shared memory. No block reads another's after the barrier, so
-// none waits at a second one before it exits (the pulled form's second
-// barrier: H200 Qwen3-30B-A3B decode +0.8 % bf16, +1.2 % fp8 without it).
+// and its sums of block r's slice of D into block r's shared memory
+// (st.async, counted on block r's mbarrier: cluster_push.cuh); once its
+// bytes are in, block r writes out[t, h, d] = sum_b acc_b[d] f_b / sum_b l_b
+// f_b, f_b = exp(m_b - M), M the cluster's max, from its own shared memory.
+// No block reads another's after its pushes, so none waits for the others
+// before it exits (the pulled form's second barrier: H200 Qwen3-30B-A3B
+// decode +0.8 % bf16, +1.2 % fp8 without it; a cluster barrier in place of
+// the mbarrier costs a GPU-scope memory barrier).
 // As the CPU: NaN scores and all -inf rows give NaN; -inf scores weigh 0.
 const int kLaneVals = 8;       // values of a row a lane holds (D <= 32 lanes * 8)
 const int kBatch = 4;          // rows a lane group loads before it computes
@@ -448,6 +457,14 @@ __device__ __forceinline__ void load_rows(const C *rows, int64_t rs, int j0, int
   if (SUB && PATCH) patch_rows<V>(j0, step, n, sub, lr, nv, x, snew_j, snew);
 }
 
+// Lanes a cache row in attn_cluster_kernel: the fewest (8, 16 or 32) that
+// keep a lane's share of the row within kLaneVals values.
+__host__ __device__ constexpr int cluster_lanes(int D, int V) {
+  int nv = D / V, lr = 8;
+  while (lr < 32 && (nv + lr - 1) / lr > kLaneVals / V) lr *= 2;
+  return lr;
+}
+
 // Weight of score s relative to the running max mn: -inf scores weigh 0
 // even while mn is -inf (exp(-inf - -inf) would be NaN), NaN stays NaN.
 __device__ __forceinline__ float score_weight(float s, float mn) {
@@ -474,13 +491,17 @@ __device__ __forceinline__ float score_weight(float s, float mn) {
 // shared memory (cp.async) while the kernel before drains, or prefetched
 // into L2 when they do not fit: Q.stage), shared through distributed shared
 // memory; each block then gathers the heads it needs.
-template <class C, int V, bool ROPE, int NT, int QT = -1>
+template <class C, int V, bool ROPE, int NT, int QT = -1, int DK = 0>
 __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ? 1 : 0)
     attn_cluster_kernel(const float *__restrict__ q, const C *__restrict__ kc,
                         const C *__restrict__ vc, const int32_t *__restrict__ pos,
-                        float *__restrict__ out, int Hq, int Hkv, int D, int ctx, int lr,
+                        float *__restrict__ out, int Hq, int Hkv, int Darg, int ctx, int lrarg,
                         float scale, RkvParams R, C *kw, C *vw, QkvParams Q) {
   TL_SCOPE(kTlAttention);
+  // DK > 0: the head size (and so the lanes a row) fixed at compile time.
+  const int D = DK ? DK : Darg, lr = DK ? cluster_lanes(DK, V) : lrarg;
+  constexpr int HR = DK ? DK / 32 : kHeadRegs;  // a head's values a lane
+  static_assert(DK % 64 == 0 && DK <= 256, "rope pairs: HR / 2 registers");
   __shared__ float sc[kTile];             // scores of the block's current tile
   __shared__ float part[NT * kLaneVals];  // sums of p v of each lane group [group][D]
   __shared__ float rq[ROPE ? 256 : 1], rk[ROPE ? 256 : 1], rv[ROPE ? 256 : 1];  // roped q; row pos
@@ -488,12 +509,20 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
   __shared__ float ys[QT >= 0 ? kQkvRows : 1];  // QT: this block's rows of q | k | v
   // Pushed by every block b of the cluster: its max and sum, and its sums of
   // this block's slice of the output.
-  __shared__ float rstat[kCluster][2], racc[kCluster][256 / kCluster];
+  __shared__ __align__(8) float rstat[kCluster][2];
+  __shared__ float racc[kCluster][256 / kCluster];
+  __shared__ uint64_t rbar;  // counts the bytes pushed into rstat and racc
   cg::cluster_group cluster = cg::this_cluster();
-  // Blocks write into each other's shared memory only once all have started:
-  // arrive now, wait before the first push (QT: its cluster.sync does it).
-  if constexpr (QT < 0) __cluster_barrier_arrive_relaxed();
   const int r = (int)cluster.block_rank(), h = blockIdx.y, t = blockIdx.z;
+  const int per = (D + kCluster - 1) / kCluster;  // output values a block
+  if (threadIdx.x == 0) {  // from every block: m and l, and its sums of this block's slice
+    push_bar_init(&rbar);
+    push_bar_expect(&rbar, kCluster * (4 * (uint32_t)max(0, min(per, D - r * per)) + 8));
+  }
+  // Blocks write into each other's shared memory only once all have started
+  // (and rbar is initialised): arrive now, wait before the first push (QT:
+  // its cluster.sync does it).
+  if constexpr (QT < 0) __cluster_barrier_arrive_relaxed();
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   // QT: rows [j0, j1) of the 3 D (q head h, k and v of its kv head); grow(j)
   // is row j's index in W.
@@ -537,8 +566,8 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
   // no rope) and, without QT, the raw heads (q; k, v of the kv head, used
   // only by the block that holds row pos) loaded at once with pos: one round
   // trip, where it was four in a row (pos, q, weights, frequencies).
-  float hv[kHeadRegs], hw[kHeadRegs];
-  double hf[kHeadRegs / 2];
+  float hv[HR], hw[HR];
+  double hf[HR / 2 > 0 ? HR / 2 : 1];
   if constexpr (ROPE) {
     if (w < 2) {
       head_load(R.w[w], D, lane, hw);
@@ -586,7 +615,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
       float *y = w == 0 ? rq : w == 1 ? rk : rv;
       if constexpr (QT >= 0) {  // gather the raw head from the blocks that made it
 #pragma unroll
-        for (int u = 0; u < kHeadRegs; u++) {
+        for (int u = 0; u < HR; u++) {
           const int i = lane + 32 * u, c = w * D + i;
           hv[u] = i < D ? *cluster.map_shared_rank(&ys[c % rpb], c / rpb) : 0.f;
         }
@@ -604,7 +633,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
         }
       } else {
 #pragma unroll
-        for (int u = 0; u < kHeadRegs / 2; u++) {  // pairs apart: in place per lane
+        for (int u = 0; u < HR / 2; u++) {  // pairs apart: in place per lane
           const int i = lane + 32 * u;
           if (i >= D / 2) break;
           const RopePair rp = rope_pair(y, i, D / 2, p, hf[u], R.neox);
@@ -692,18 +721,17 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
   TL_MARK();  // the block's rows are done
   __syncthreads();
   if constexpr (QT < 0) __cluster_barrier_wait();
-  const int per = (D + kCluster - 1) / kCluster;
   for (int d = threadIdx.x; d < D; d += NT) {
     float s = 0.f;
     for (int g = 0; g < ngrp; g++) s += part[g * D + d];
-    *cluster.map_shared_rank(&racc[r][d % per], d / per) = s;
+    push_f32(&racc[r][d % per], s, &rbar, d / per);
   }
-  if (threadIdx.x < kCluster) {  // warp 0 holds l
-    *cluster.map_shared_rank(&rstat[r][0], threadIdx.x) = m;
-    *cluster.map_shared_rank(&rstat[r][1], threadIdx.x) = l;
-  }
-  cluster.sync();  // every push has landed; no block reads another's memory after this
-  TL_MARK();       // the cluster has met
+  if (threadIdx.x < kCluster) push_f32x2(&rstat[r][0], m, l, &rbar, threadIdx.x);  // warp 0 holds l
+  // Every push into this block has landed. Each block pushes to every other
+  // after its reads of their memory (QT's gather), so none is read after
+  // this and the block may exit.
+  push_bar_wait(&rbar);
+  TL_MARK();  // the cluster has met
   // 3. Block r's slice of the output: the blocks' sums rescaled to the
   // cluster's max M (a block without rows: m = -inf, weight 0). All scores
   // -inf: L = 0 and the head is NaN, as on the CPU.
@@ -726,14 +754,6 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
   TL_MARK();  // the block's slice written
 }
 
-// Lanes a cache row in attn_cluster_kernel: the fewest (8, 16 or 32) that
-// keep a lane's share of the row within kLaneVals values.
-int cluster_lanes(int D, int V) {
-  int nv = D / V, lr = 8;
-  while (lr < 32 && (nv + lr - 1) / lr > kLaneVals / V) lr *= 2;
-  return lr;
-}
-
 // R null: attention_cached's kernel; else the ROPE prologue's (T = 1).
 template <class C>
 void launch_cluster(const float *q, const void *kc, const void *vc, const int32_t *pos, float *out,
@@ -751,17 +771,21 @@ void launch_cluster(const float *q, const void *kc, const void *vc, const int32_
   // the rows in flight a block (SmolLM2's 72 blocks: +3.8 % decode; Qwen3's
   // 256 blocks lost 9 % with them).
   const bool wide = (int64_t)kCluster * Hq * T <= sm_count(dev);
-#define LAUNCH_NT(VV, RR, NT)                                                                      \
-  launch_pdl(attn_cluster_kernel<C, VV, RR, NT>, grid, dim3(NT), 0, s, q, k, v, pos, out, Hq, Hkv, \
-             D, ctx, lr, scale, P, kw, vw, QkvParams{})
-#define LAUNCH_CLUSTER(VV, RR)     \
-  do {                             \
-    if (wide)                      \
-      LAUNCH_NT(VV, RR, 256);      \
-    else                           \
-      LAUNCH_NT(VV, RR, kThreads); \
+#define LAUNCH_NT(VV, RR, NT, DK)                                                                 \
+  launch_pdl(attn_cluster_kernel<C, VV, RR, NT, -1, DK>, grid, dim3(NT), 0, s, q, k, v, pos, out, \
+             Hq, Hkv, D, ctx, lr, scale, P, kw, vw, QkvParams{})
+#define LAUNCH_CLUSTER_D(VV, RR, DK)   \
+  do {                                 \
+    if (wide)                          \
+      LAUNCH_NT(VV, RR, 256, DK);      \
+    else                               \
+      LAUNCH_NT(VV, RR, kThreads, DK); \
   } while (0)
-  if (vec && R)
+#define LAUNCH_CLUSTER(VV, RR) LAUNCH_CLUSTER_D(VV, RR, 0)
+  // The decode head size of common models compiled in: a shorter kernel.
+  if (vec && R && D == 128)
+    LAUNCH_CLUSTER_D(4, true, 128);
+  else if (vec && R)
     LAUNCH_CLUSTER(4, true);
   else if (vec)
     LAUNCH_CLUSTER(4, false);
@@ -770,6 +794,7 @@ void launch_cluster(const float *q, const void *kc, const void *vc, const int32_
   else
     LAUNCH_CLUSTER(1, false);
 #undef LAUNCH_CLUSTER
+#undef LAUNCH_CLUSTER_D
 #undef LAUNCH_NT
 }
 

@@ -46,6 +46,9 @@
 // and 3.94 M -> 2.80 M instructions (see docs/perf-notes.md). That form is
 // its own instantiation (ONE), without the general staging: bf16 4256 ->
 // 2200 SASS instructions, Qwen3-30B-A3B decode +1.5 % bf16 / +0.4 % fp8.
+// Its callers (QMATMUL's f32 output, residual and row scales) need one
+// epilogue form, so ONE carries only that one (one_epilogue; 2496 -> 2232
+// instructions at C = 2, bf16); another form takes the general kernel.
 // Occupancy queries are cached per kernel (host cost per call: cuda_use_device + one
 // launch + cudaGetLastError).
 // gemv1 and gemvx are launched as programmatic dependents (pdl.cuh): for
@@ -156,6 +159,21 @@ __device__ __forceinline__ void store_out_epi(const GemvParams &p, int r, int64_
 }
 __device__ __forceinline__ void store_out(const GemvParams &p, int r, int64_t j, float v) {
   store_out_epi(p, r, j, v, load_epi(p, r, j));
+}
+// load_epi and store_out_epi for gemvx's ONE kernel, whose host check
+// (one_epilogue) leaves one form: row 0, f32 out, no sa, sb and bias (f32)
+// per column or absent. The same arithmetic, without the dtype switches.
+__device__ __forceinline__ Epi load_epi_one(const GemvParams &p, int64_t j) {
+  Epi e{1.f, 1.f, 0.f};
+  if (p.sb) e.sb = p.sb[j];
+  if (p.bias) e.bias = static_cast<const float *>(p.bias)[j];
+  return e;
+}
+__device__ __forceinline__ void store_out_one(const GemvParams &p, int64_t j, float v,
+                                              const Epi &e) {
+  if (p.sb) v *= e.sb;
+  if (p.bias) v += e.bias;
+  static_cast<float *>(p.out)[j] = v;
 }
 
 // Index in the staged X row of element kk: piece q of chunk c at (q*nch + c)*4.
@@ -576,7 +594,8 @@ __global__ void __launch_bounds__(kThreads, C *R <= 8 ? 2 : 1) gemvx_kernel(Gemv
   constexpr bool kEpiEarly = R == 1;
   const bool elane = kEpiEarly && lane < C;
   Epi epi{1.f, 1.f, 0.f};
-  if (elane && tile < tiles && tile * C + lane < m) epi = load_epi(p, 0, tile * C + lane);
+  auto epi_at = [&](int64_t j) { return ONE ? load_epi_one(p, j) : load_epi(p, 0, j); };
+  if (elane && tile < tiles && tile * C + lane < m) epi = epi_at(tile * C + lane);
   // The only barriers: every thread reaches them once.
   static_assert(!ONE || R == 1, "one row");
   if (ONE)
@@ -608,7 +627,9 @@ __global__ void __launch_bounds__(kThreads, C *R <= 8 ? 2 : 1) gemvx_kernel(Gemv
 #pragma unroll
           for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
           if (lane == cc * R + r && r < p.rows && j0 + cc < m) {
-            if (kEpiEarly)
+            if (ONE)
+              store_out_one(p, j0 + cc, v, epi);
+            else if (kEpiEarly)
               store_out_epi(p, r, j0 + cc, v, epi);
             else
               store_out(p, r, j0 + cc, v);
@@ -619,7 +640,7 @@ __global__ void __launch_bounds__(kThreads, C *R <= 8 ? 2 : 1) gemvx_kernel(Gemv
       s0 = 0;
       if (tile < tiles) {
         load_step<U, C>(wv, w, ldc, m, nch, tile * C, lane);
-        if (elane && tile * C + lane < m) epi = load_epi(p, 0, tile * C + lane);
+        if (elane && tile * C + lane < m) epi = epi_at(tile * C + lane);
       }
       continue;
     }
@@ -752,10 +773,17 @@ ingot_status launch_x1(GemvParams &p, int dev, cudaStream_t s, bool *used) {
                       : launch_xc<WT, 1, 1, ONE>(p, dev, s, used);
 }
 
+// The epilogue that load_epi_one and store_out_one implement.
+bool one_epilogue(const GemvParams &p) {
+  return p.out_dt == INGOT_F32 && !p.sa && (!p.sb || p.sb_s == 1) &&
+         (!p.bias || (p.bias_dt == INGOT_F32 && p.bias_sj == 1));
+}
+
 template <class WT>
 ingot_status launch_x(GemvParams &p, int dev, cudaStream_t s, bool *used) {
-  if (p.rows <= 1)  // ONE: one 16-byte aligned row staged in one pass
-    return p.xvec && p.nch * (Wfmt<WT>::VEC / 4) <= (int64_t)kThreads * kStageLoads
+  if (p.rows <= 1)  // ONE: one 16-byte aligned row staged in one pass, the plain epilogue
+    return p.xvec && p.nch * (Wfmt<WT>::VEC / 4) <= (int64_t)kThreads * kStageLoads &&
+                   one_epilogue(p)
                ? launch_x1<WT, true>(p, dev, s, used)
                : launch_x1<WT, false>(p, dev, s, used);
   if (p.rows <= 2) return launch_xc<WT, 2, 2>(p, dev, s, used);
