@@ -182,14 +182,15 @@ __host__ __device__ inline int64_t qkv_smem(int k, int D, int64_t rs, bool stage
 }
 
 // Rows [j0, j1) of the product for one warp (rows j0 + w, j0 + w + nw, ...;
-// lanes over a row's 32-element units, k a multiple of 32), into ys[j - j0].
+// lanes over a row's 32-element units, k a multiple of 32), pushed to yall[j]
+// of every block of the cluster (counted on their bar).
 // xs: x in qgemv's skewed layout (float4 reads without bank conflicts; plain
 // units 32 floats apart put every lane on one bank). SH: row j is at base +
 // (j - j0) * rs in shared memory, else at w + grow(j) * rs. Sums as qgemv's.
 template <int QT, bool SH, class G>
 __device__ __forceinline__ void qkv_rows(const uint8_t *base, int64_t rs, int k, const float *xs,
                                          int j0, int j1, int w, int nw, int lane, G grow,
-                                         float *ys) {
+                                         const float *yall, const uint64_t *bar) {
   const int units = k / ggml::kUnit;
   for (int j = j0 + w; j < j1; j += nw) {
     const uint8_t *row = SH ? base + (int64_t)(j - j0) * rs : base + grow(j) * rs;
@@ -200,7 +201,7 @@ __device__ __forceinline__ void qkv_rows(const uint8_t *base, int64_t rs, int k,
       qgemv::dot_rows<1, 1, true>(v, xs + u * qgemv::kXSkew, 0, 1, ggml::kUnit, true, acc);
     }
     const float s = warp_sum(acc[0][0]);
-    if (lane == 0) ys[j - j0] = s;
+    if (lane < kCluster) push_f32(&yall[j], s, bar, lane);
   }
 }
 
@@ -489,8 +490,8 @@ __device__ __forceinline__ float score_weight(float s, float mn) {
 // k, v head h / (Hq / Hkv) split over the cluster's blocks (a warp a row,
 // x staged and normed in shared memory; the rows' weights copied into
 // shared memory (cp.async) while the kernel before drains, or prefetched
-// into L2 when they do not fit: Q.stage), shared through distributed shared
-// memory; each block then gathers the heads it needs.
+// into L2 when they do not fit: Q.stage), each row pushed into every
+// block's shared memory (st.async, counted on its qbar: no cluster barrier).
 template <class C, int V, bool ROPE, int NT, int QT = -1, int DK = 0>
 __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ? 1 : 0)
     attn_cluster_kernel(const float *__restrict__ q, const C *__restrict__ kc,
@@ -506,23 +507,30 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
   __shared__ float part[NT * kLaneVals];  // sums of p v of each lane group [group][D]
   __shared__ float rq[ROPE ? 256 : 1], rk[ROPE ? 256 : 1], rv[ROPE ? 256 : 1];  // roped q; row pos
   extern __shared__ float xs[];                                                 // QT: x [k], normed
-  __shared__ float ys[QT >= 0 ? kQkvRows : 1];  // QT: this block's rows of q | k | v
   // Pushed by every block b of the cluster: its max and sum, and its sums of
   // this block's slice of the output.
   __shared__ __align__(8) float rstat[kCluster][2];
   __shared__ float racc[kCluster][256 / kCluster];
   __shared__ uint64_t rbar;  // counts the bytes pushed into rstat and racc
+  // QT: the 3 D raw rows of q | k | v, pushed by the blocks that make them,
+  // in part's space (part is first written after the prologue's barrier,
+  // which warp 0 passes only once every row has landed); qbar counts them.
+  float *yall = part;
+  __shared__ uint64_t qbar;
   cg::cluster_group cluster = cg::this_cluster();
   const int r = (int)cluster.block_rank(), h = blockIdx.y, t = blockIdx.z;
   const int per = (D + kCluster - 1) / kCluster;  // output values a block
   if (threadIdx.x == 0) {  // from every block: m and l, and its sums of this block's slice
     push_bar_init(&rbar);
     push_bar_expect(&rbar, kCluster * (4 * (uint32_t)max(0, min(per, D - r * per)) + 8));
+    if constexpr (QT >= 0) {
+      push_bar_init(&qbar);
+      push_bar_expect(&qbar, 3 * 4 * (uint32_t)D);
+    }
   }
   // Blocks write into each other's shared memory only once all have started
-  // (and rbar is initialised): arrive now, wait before the first push (QT:
-  // its cluster.sync does it).
-  if constexpr (QT < 0) __cluster_barrier_arrive_relaxed();
+  // (and their bars are initialised): arrive now, wait before the first push.
+  __cluster_barrier_arrive_relaxed();
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   // QT: rows [j0, j1) of the 3 D (q head h, k and v of its kv head); grow(j)
   // is row j's index in W.
@@ -605,19 +613,20 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
       // x normed as qgemv stages it; its closing barrier also makes the
       // staged rows visible to the block.
       qgemv::stage_x1(Q.x, Q.k, false, Q.norm, Q.eps, xs, g, gpre);
+      __cluster_barrier_wait();  // every block started: the pushes may go
       if (Q.stage)
-        qkv_rows<QT, true>(wsm, Q.rs, Q.k, xs, j0, j1, w, NT / 32, lane, grow, ys);
+        qkv_rows<QT, true>(wsm, Q.rs, Q.k, xs, j0, j1, w, NT / 32, lane, grow, yall, &qbar);
       else
-        qkv_rows<QT, false>(Q.w, Q.rs, Q.k, xs, j0, j1, w, NT / 32, lane, grow, ys);
-      cluster.sync();  // every block's rows visible to the cluster
+        qkv_rows<QT, false>(Q.w, Q.rs, Q.k, xs, j0, j1, w, NT / 32, lane, grow, yall, &qbar);
     }
     if (w == 0 || (holds && w < 3)) {
       float *y = w == 0 ? rq : w == 1 ? rk : rv;
-      if constexpr (QT >= 0) {  // gather the raw head from the blocks that made it
+      if constexpr (QT >= 0) {  // the raw head, once every block's rows have landed
+        push_bar_wait(&qbar);
 #pragma unroll
         for (int u = 0; u < HR; u++) {
-          const int i = lane + 32 * u, c = w * D + i;
-          hv[u] = i < D ? *cluster.map_shared_rank(&ys[c % rpb], c / rpb) : 0.f;
+          const int i = lane + 32 * u;
+          hv[u] = i < D ? yall[w * D + i] : 0.f;
         }
       }
       head_norm_store(hv, hw, w < 2 && R.w[w], y, D, R.eps, lane);
