@@ -19,8 +19,9 @@
 //   the rope prologue is its own instantiation (DK), D and the lanes a row
 //   compile-time: 3792 -> 2896 SASS instructions. Both measured on the
 //   H200 (docs/perf-notes.md, fifteenth session): Qwen3-30B-A3B decode
-//   +1.8 % (pushes, with gemv.cu's ONE epilogue) and +1.7 % (DK). A longer cache is cut into at
-//   most kMaxChunks chunks (multiples of kTile rows); block (chunk, head, row) writes a partial
+//   +1.8 % (pushes, with gemv.cu's ONE epilogue) and +1.7 % (DK).
+//   A longer cache is cut into at most kMaxChunks chunks (multiples of
+//   kTile rows); block (chunk, head, row) writes a partial
 //   (max, sum, acc[D]) of its rows of 0..pos[t]; blocks whose chunk starts
 //   past pos[t] exit; a combine kernel per (head, row) merges the valid
 //   partials. pos is clamped into [0, ctx).
@@ -516,6 +517,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
   // in part's space (part is first written after the prologue's barrier,
   // which warp 0 passes only once every row has landed); qbar counts them.
   float *yall = part;
+  static_assert(QT < 0 || NT * kLaneVals >= 3 * 256, "yall: 3 D <= 768 floats in part");
   __shared__ uint64_t qbar;
   cg::cluster_group cluster = cg::this_cluster();
   const int r = (int)cluster.block_rank(), h = blockIdx.y, t = blockIdx.z;
@@ -740,7 +742,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
   // after its reads of their memory (QT's gather), so none is read after
   // this and the block may exit.
   push_bar_wait(&rbar);
-  TL_MARK();  // the cluster has met
+  TL_MARK();  // every push into the block has landed
   // 3. Block r's slice of the output: the blocks' sums rescaled to the
   // cluster's max M (a block without rows: m = -inf, weight 0). All scores
   // -inf: L = 0 and the head is NaN, as on the CPU.
