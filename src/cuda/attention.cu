@@ -819,10 +819,17 @@ bool launch_qkv_cluster(int type, const QkvParams &Q, const void *kc, const void
   const dim3 grid((unsigned)kCluster, (unsigned)Hq, 1);
   const int lr = cluster_lanes(D, 4);
   const size_t smem = (size_t)qkv_smem(Q.k, D, Q.rs, Q.stage);
-#define LAUNCH_QKV(QT)                                                                            \
-  case QT:                                                                                        \
-    launch_pdl(attn_cluster_kernel<C, 4, true, 256, QT>, grid, dim3(256), smem, s, nullptr, k, v, \
-               pos, out, Hq, Hkv, D, ctx, lr, scale, P, (C *)kc, (C *)vc, Q);                     \
+  // The head size of the small models this path serves (SmolLM2, Qwen2.5
+  // 0.5B: 64) compiled in, as launch_cluster's 128.
+#define LAUNCH_QKV_D(QT, DK)                                                                     \
+  launch_pdl(attn_cluster_kernel<C, 4, true, 256, QT, DK>, grid, dim3(256), smem, s, nullptr, k, \
+             v, pos, out, Hq, Hkv, D, ctx, lr, scale, P, (C *)kc, (C *)vc, Q)
+#define LAUNCH_QKV(QT)      \
+  case QT:                  \
+    if (D == 64)            \
+      LAUNCH_QKV_D(QT, 64); \
+    else                    \
+      LAUNCH_QKV_D(QT, 0);  \
     return true;
   switch (type) {  // the block types of attention weights in common GGUF files
     LAUNCH_QKV(INGOT_GGML_Q4_0)
@@ -834,6 +841,7 @@ bool launch_qkv_cluster(int type, const QkvParams &Q, const void *kc, const void
       return false;
   }
 #undef LAUNCH_QKV
+#undef LAUNCH_QKV_D
 }
 
 // Whether attention_cached runs one attn_cluster_kernel launch: a cluster
