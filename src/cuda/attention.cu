@@ -493,6 +493,8 @@ __device__ __forceinline__ float score_weight(float s, float mn) {
 // shared memory (cp.async) while the kernel before drains, or prefetched
 // into L2 when they do not fit: Q.stage), each row pushed into every
 // block's shared memory (st.async, counted on its qbar: no cluster barrier).
+// DK: the head size compiled in (launch_cluster's 128, the QT kernels' 64:
+// H200 Qwen3-30B-A3B decode +1.7 %, SmolLM2 +6.2 %).
 template <class C, int V, bool ROPE, int NT, int QT = -1, int DK = 0>
 __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ? 1 : 0)
     attn_cluster_kernel(const float *__restrict__ q, const C *__restrict__ kc,
