@@ -579,7 +579,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
   // only by the block that holds row pos) loaded at once with pos: one round
   // trip, where it was four in a row (pos, q, weights, frequencies).
   float hv[HR], hw[HR];
-  double hf[HR / 2 > 0 ? HR / 2 : 1];
+  double hf[HR / 2];
   if constexpr (ROPE) {
     if (w < 2) {
       head_load(R.w[w], D, lane, hw);

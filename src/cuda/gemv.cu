@@ -125,23 +125,34 @@ __device__ __forceinline__ float load_f(const void *p, int dt, int64_t i) {
   }
 }
 
-// The epilogue operands of output (r, j): 1, 1, 0 where absent.
+// The epilogue operands of output (r, j): 1, 1, 0 where absent. ONE: gemvx's
+// ONE kernel, whose host check (one_epilogue) leaves one form: row 0, f32
+// out, no sa, sb and bias (f32) per column or absent; the same arithmetic
+// without the strides and the dtype switches.
 struct Epi {
   float sa, sb, bias;
 };
+template <bool ONE = false>
 __device__ __forceinline__ Epi load_epi(const GemvParams &p, int r, int64_t j) {
   Epi e{1.f, 1.f, 0.f};
-  if (p.sa) e.sa = p.sa[r * p.sa_s];
-  if (p.sb) e.sb = p.sb[j * p.sb_s];
-  if (p.bias) e.bias = load_f(p.bias, p.bias_dt, r * p.bias_sr + j * p.bias_sj);
+  if (!ONE && p.sa) e.sa = p.sa[r * p.sa_s];
+  if (p.sb) e.sb = p.sb[ONE ? j : j * p.sb_s];
+  if (p.bias)
+    e.bias = ONE ? static_cast<const float *>(p.bias)[j]
+                 : load_f(p.bias, p.bias_dt, r * p.bias_sr + j * p.bias_sj);
   return e;
 }
 // Output (r, j) = v * sa * sb + bias with operands from load_epi, in out_dt.
+template <bool ONE = false>
 __device__ __forceinline__ void store_out_epi(const GemvParams &p, int r, int64_t j, float v,
                                               const Epi &e) {
-  if (p.sa) v *= e.sa;
+  if (!ONE && p.sa) v *= e.sa;
   if (p.sb) v *= e.sb;
   if (p.bias) v += e.bias;
+  if (ONE) {
+    static_cast<float *>(p.out)[j] = v;
+    return;
+  }
   int64_t o = r * p.m + j;
   switch (p.out_dt) {
     case INGOT_F32:
@@ -159,21 +170,6 @@ __device__ __forceinline__ void store_out_epi(const GemvParams &p, int r, int64_
 }
 __device__ __forceinline__ void store_out(const GemvParams &p, int r, int64_t j, float v) {
   store_out_epi(p, r, j, v, load_epi(p, r, j));
-}
-// load_epi and store_out_epi for gemvx's ONE kernel, whose host check
-// (one_epilogue) leaves one form: row 0, f32 out, no sa, sb and bias (f32)
-// per column or absent. The same arithmetic, without the dtype switches.
-__device__ __forceinline__ Epi load_epi_one(const GemvParams &p, int64_t j) {
-  Epi e{1.f, 1.f, 0.f};
-  if (p.sb) e.sb = p.sb[j];
-  if (p.bias) e.bias = static_cast<const float *>(p.bias)[j];
-  return e;
-}
-__device__ __forceinline__ void store_out_one(const GemvParams &p, int64_t j, float v,
-                                              const Epi &e) {
-  if (p.sb) v *= e.sb;
-  if (p.bias) v += e.bias;
-  static_cast<float *>(p.out)[j] = v;
 }
 
 // Index in the staged X row of element kk: piece q of chunk c at (q*nch + c)*4.
@@ -594,8 +590,7 @@ __global__ void __launch_bounds__(kThreads, C *R <= 8 ? 2 : 1) gemvx_kernel(Gemv
   constexpr bool kEpiEarly = R == 1;
   const bool elane = kEpiEarly && lane < C;
   Epi epi{1.f, 1.f, 0.f};
-  auto epi_at = [&](int64_t j) { return ONE ? load_epi_one(p, j) : load_epi(p, 0, j); };
-  if (elane && tile < tiles && tile * C + lane < m) epi = epi_at(tile * C + lane);
+  if (elane && tile < tiles && tile * C + lane < m) epi = load_epi<ONE>(p, 0, tile * C + lane);
   // The only barriers: every thread reaches them once.
   static_assert(!ONE || R == 1, "one row");
   if (ONE)
@@ -627,10 +622,8 @@ __global__ void __launch_bounds__(kThreads, C *R <= 8 ? 2 : 1) gemvx_kernel(Gemv
 #pragma unroll
           for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
           if (lane == cc * R + r && r < p.rows && j0 + cc < m) {
-            if (ONE)
-              store_out_one(p, j0 + cc, v, epi);
-            else if (kEpiEarly)
-              store_out_epi(p, r, j0 + cc, v, epi);
+            if (kEpiEarly)
+              store_out_epi<ONE>(p, r, j0 + cc, v, epi);
             else
               store_out(p, r, j0 + cc, v);
           }
@@ -640,7 +633,7 @@ __global__ void __launch_bounds__(kThreads, C *R <= 8 ? 2 : 1) gemvx_kernel(Gemv
       s0 = 0;
       if (tile < tiles) {
         load_step<U, C>(wv, w, ldc, m, nch, tile * C, lane);
-        if (elane && tile * C + lane < m) epi = epi_at(tile * C + lane);
+        if (elane && tile * C + lane < m) epi = load_epi<ONE>(p, 0, tile * C + lane);
       }
       continue;
     }
@@ -773,7 +766,7 @@ ingot_status launch_x1(GemvParams &p, int dev, cudaStream_t s, bool *used) {
                       : launch_xc<WT, 1, 1, ONE>(p, dev, s, used);
 }
 
-// The epilogue that load_epi_one and store_out_one implement.
+// The epilogue that load_epi<true> and store_out_epi<true> implement.
 bool one_epilogue(const GemvParams &p) {
   return p.out_dt == INGOT_F32 && !p.sa && (!p.sb || p.sb_s == 1) &&
          (!p.bias || (p.bias_dt == INGOT_F32 && p.bias_sj == 1));
