@@ -68,10 +68,12 @@
 #include "cuda_common.cuh"
 #include "gemv.cuh"
 #define PDL_FAMILY "gemv"
-// Off by default: qwen3_moe decode measured 236 tok/s with the moe and gemv
-// families plain, 214 with PDL (the early launches crowd these multi-wave
-// grids); INGOT_PDL=gemv turns it on.
-#define PDL_DEFAULT_OFF 1
+// A PDL dependent by default (INGOT_NO_PDL=gemv: plain). It measured slower
+// while moe_block let its dependents launch at its start: the q|k|v product's
+// blocks then sat beside it (236 -> 214 tok/s in an early session, 389 -> 377
+// in the fifteenth). With moe_block's blocks launching them as they retire:
+// H200 Qwen3-30B-A3B decode 390.3 -> 405.9 tok/s bf16, 476.7 -> 493.4 fp8
+// (docs/perf-notes.md, sixteenth session).
 #include "pdl.cuh"
 #include "timeline.cuh"
 #include "weight_chunk.cuh"
