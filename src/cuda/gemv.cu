@@ -72,7 +72,7 @@
 // while moe_block let its dependents launch at its start: the q|k|v product's
 // blocks then sat beside it (236 -> 214 tok/s in an early session, 389 -> 377
 // in the fifteenth). With moe_block's blocks launching them as they retire:
-// H200 Qwen3-30B-A3B decode 390.3 -> 405.9 tok/s bf16, 476.7 -> 493.4 fp8
+// H200 Qwen3-30B-A3B decode 389.3 -> 405.4 tok/s bf16, 475.7 -> 493.4 fp8
 // (docs/perf-notes.md, sixteenth session).
 #include "pdl.cuh"
 #include "timeline.cuh"

@@ -420,7 +420,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   // kernel (the q|k|v GEMV, a PDL dependent) launches as this grid's blocks
   // retire. Let in at this point, or after the second grid sync, its blocks
   // took the SMs' spare room beside this kernel and the product ran longer:
-  // bf16 decode 405.9 -> 391.0 (H200, sixteenth session).
+  // bf16 decode -2 to -4 % (H200, docs/perf-notes.md, sixteenth session).
   pdl_wait();
   TL_MARK();  // timeline mark 0: the wait is over
   stage_x<VEC>(p, xs, nw);
