@@ -584,6 +584,7 @@ __global__ void __launch_bounds__(kThreads, C *R <= 8 ? 2 : 1) gemvx_kernel(Gemv
   float4 nw[kNormEarly];
   norm_early(p, nw);
   first_step_and_wait<WT, U, C>(p, wv, tile, tiles, lane);  // hides the staging
+  TL_MARK();  // timeline mark 0: the wait is over
   // One row (decode): this lane's output of the tile (lane = cc) and its
   // epilogue operands, loaded with the tile's weights so the store does not
   // wait a round trip (after the wait: bias may come from the kernel
@@ -599,6 +600,7 @@ __global__ void __launch_bounds__(kThreads, C *R <= 8 ? 2 : 1) gemvx_kernel(Gemv
     stage_x1<VEC>(p, xs, nw);
   else
     stage_xf<VEC, R>(p, xs, inv);
+  TL_MARK();  // mark 1: X staged
 
   float acc[C][R];
 #pragma unroll
@@ -631,6 +633,7 @@ __global__ void __launch_bounds__(kThreads, C *R <= 8 ? 2 : 1) gemvx_kernel(Gemv
           }
           acc[cc][r] = 0.f;
         }
+      if (tile < nwarps) TL_MARK();  // mark 2: warp 0's first tile stored
       tile += nwarps;
       s0 = 0;
       if (tile < tiles) {
