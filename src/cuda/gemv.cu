@@ -583,8 +583,9 @@ __global__ void __launch_bounds__(kThreads, C *R <= 8 ? 2 : 1) gemvx_kernel(Gemv
   uint4 wv[U][C];
   float4 nw[kNormEarly];
   norm_early(p, nw);
-  first_step_and_wait<WT, U, C>(p, wv, tile, tiles, lane);  // hides the staging
-  TL_MARK();  // timeline mark 0: the wait is over
+  // The first weight step hides the staging; timeline mark 0: the wait is over.
+  first_step_and_wait<WT, U, C>(p, wv, tile, tiles, lane);
+  TL_MARK();
   // One row (decode): this lane's output of the tile (lane = cc) and its
   // epilogue operands, loaded with the tile's weights so the store does not
   // wait a round trip (after the wait: bias may come from the kernel
