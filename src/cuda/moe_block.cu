@@ -418,9 +418,10 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   norm_weights_first(p.norm, (int)(p.D / 4), kThreads, true, nw);
   // x comes from the kernel before. No pdl_launch_dependents(): the next
   // kernel (the q|k|v GEMV, a PDL dependent) launches as this grid's blocks
-  // retire. Let in at this point, or after the second grid sync, its blocks
-  // took the SMs' spare room beside this kernel and the product ran longer:
-  // bf16 decode -2 to -4 % (H200, docs/perf-notes.md, sixteenth session).
+  // retire. Let in earlier (here, at either grid sync, or 2.5 us before the
+  // end), its blocks took the SMs' spare room beside this kernel and the
+  // product ran longer: bf16 decode -2 to -4 % (H200, docs/perf-notes.md,
+  // sixteenth session).
   pdl_wait();
   TL_MARK();  // timeline mark 0: the wait is over
   stage_x<VEC>(p, xs, nw);
