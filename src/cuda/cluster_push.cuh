@@ -14,9 +14,7 @@
 
 #include <stdint.h>
 
-__device__ __forceinline__ uint32_t smem_u32(const void *p) {
-  return (uint32_t)__cvta_generic_to_shared(p);
-}
+#include "cuda_common.cuh"  // smem_u32
 
 // The address of this block's shared p in block `rank` of the cluster.
 __device__ __forceinline__ uint32_t cluster_addr(const void *p, uint32_t rank) {

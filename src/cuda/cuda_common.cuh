@@ -174,15 +174,21 @@ __device__ __forceinline__ void norm_weights_first(const float *v, int n4, int s
   }
 }
 
+// The 32-bit shared-space address of a shared-memory pointer (the operand
+// of cp.async, ldmatrix, mbarrier and st.async).
+__device__ __forceinline__ uint32_t smem_u32(const void *p) {
+  return (uint32_t)__cvta_generic_to_shared(p);
+}
+
 // 16 bytes from global memory to shared memory without registers (cp.async:
 // both 16-byte aligned); complete after cp_async_commit and cp_async_wait_all.
 __device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
-  const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
+  const uint32_t s = smem_u32(smem);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
 }
 // The same copy with an L2 eviction policy (createpolicy).
 __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, uint64_t policy) {
-  const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
+  const uint32_t s = smem_u32(smem);
   asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem),
                "l"(policy)
                : "memory");

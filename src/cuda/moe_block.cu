@@ -363,7 +363,7 @@ __device__ void down_group_tc(const BlockParams &p, const uint4 *ds, const uint3
   float acc0 = 0.f, acc1 = 0.f;  // rows g + gq and g + gq + 8 (lanes t == 0; others add 0)
   for (int q = warp * per; q < q1;) {
     const int j = q / tiles, qe = q1 < (j + 1) * tiles ? q1 : (j + 1) * tiles;  // slot j's
-    const uint32_t a_row = (uint32_t)__cvta_generic_to_shared(ds + (j * p.R + ar) * rowp);
+    const uint32_t a_row = smem_u32(ds + (j * p.R + ar) * rowp);
     const uint32_t *h_slot = hp + j * I + 2 * t + gq;                  // + i0: tile i0's b0 word
     float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};  // two mma chains
 #pragma unroll 1  // compact code (docs/perf-notes.md, thirteenth session)
