@@ -7,7 +7,8 @@ CPU with INGOT_MOE_BLOCK=1 (the one cooperative kernel; bf16 with its
 tensor-core phase 1b where I is a multiple of 64 and, INGOT_MOE_TC=0, with
 f32 FMAs) and =0 (the composed kernels) at T = 1; the default (the kernel:
 bit-equal to the forced path); shapes the kernel leaves to the composition (T > 1, rows that are not whole 16-byte chunks);
-the Qwen3-30B-A3B expert shape; a captured graph.
+the Qwen3-30B-A3B expert shape; logits that tie exactly (the decode
+kernel ranks by value and falls back to the key order); a captured graph.
 
 Tolerances: ids equal (operands drawn with no top-k logits closer than 16
 times the CPU's logit error: moe_ref.router_operands); routing weights
@@ -201,6 +202,34 @@ def test_cuda_default_path(wdt, monkeypatch):
     forced = run(args)
     for d, f in zip(default, forced):
         np.testing.assert_array_equal(d, f)
+
+
+@pytest.mark.parametrize("ladder", [False, True], ids=["groups", "ladder"])
+@pytest.mark.parametrize("wdt", [BF16, F8], ids=lambda d: NAMES[d])
+@needs_cuda
+def test_cuda_tied_logits(wdt, ladder, monkeypatch):
+    # Router rows that are one row times powers of 2 (exact in bf16): the
+    # logits tie exactly. "groups": ties across the k-th place whatever the
+    # logits' sign; "ladder": 8 distinct top logits above 120 tied ones (or,
+    # for a negative row, the tie on top). The kernel ranks by value and
+    # must route by the CPU's key order (value, then the lower id).
+    monkeypatch.setenv("INGOT_MOE_BLOCK", "1")
+    E, k, D, I = 128, 8, 256, 64
+    L = layer(E, k, D, I, wdt, BF16)
+    scale = np.ones(E)
+    if ladder:
+        scale[[3, 17, 18, 50, 66, 99, 100, 127]] = 2.0 ** np.arange(1, 9)
+    else:
+        scale[[5, 40, 77]] = 4
+        scale[[2, 9, 30, 31, 64, 90, 120]] = 2
+    L["router"] = (L["router"][:1].astype(np.float64) * scale[:, None]).astype(L["router"].dtype)
+    args = block_args(L, k, True)
+    want = run(args)
+    got = run(on_device(args))
+    np.testing.assert_array_equal(got[2], want[2])
+    err = L["err"] * scale.max()  # the logits grew by at most the largest scale
+    np.testing.assert_allclose(got[1], want[1], rtol=router_rtol(err), atol=1e-7)
+    np.testing.assert_allclose(got[0], want[0], **y_tol(k, D, I))
 
 
 @needs_cuda
