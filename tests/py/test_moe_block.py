@@ -7,8 +7,8 @@ CPU with INGOT_MOE_BLOCK=1 (the one cooperative kernel; bf16 with its
 tensor-core phase 1b where I is a multiple of 64 and, INGOT_MOE_TC=0, with
 f32 FMAs) and =0 (the composed kernels) at T = 1; the default (the kernel:
 bit-equal to the forced path); shapes the kernel leaves to the composition (T > 1, rows that are not whole 16-byte chunks);
-the Qwen3-30B-A3B expert shape; logits that tie exactly (the decode
-kernel ranks by value and falls back to the key order); a captured graph.
+the Qwen3-30B-A3B expert shape; logits that tie exactly; f8 with h from
+subnormal to inf; a captured graph.
 
 Tolerances: ids equal (operands drawn with no top-k logits closer than 16
 times the CPU's logit error: moe_ref.router_operands); routing weights
@@ -138,10 +138,12 @@ def test_errors_change_nothing():
 # 1000 elements; E 60, D 200: uneven row and slice splits; E 300 and 200: the
 # ranks one thread a key and two lanes a key (E 128: four); D 5120: norm
 # weights past the ones loaded before the PDL wait, 39 output rows a block (3
-# groups of phase 1b).
+# groups of phase 1b); I 128 and 256: down rows of whole 128-byte lines in
+# every dtype, compact and (D 5120) not.
 SHAPES = [(8, 2, 64, 32), (16, 4, 256, 96), (128, 8, 512, 64), (60, 6, 200, 40),
           (4, 4, 1024, 1000), (2000, 8, 64, 32), (300, 8, 64, 32), (200, 6, 64, 32),
-          (8, 2, 5120, 16), (8, 2, 5120, 64)]
+          (8, 2, 5120, 16), (8, 2, 5120, 64), (128, 8, 512, 128), (16, 4, 256, 256),
+          (8, 2, 5120, 128)]
 
 
 def cuda_case(E, k, D, I, wdt, rdt, renorm, mode, monkeypatch, T=1):
@@ -230,6 +232,31 @@ def test_cuda_tied_logits(wdt, ladder, monkeypatch):
     err = L["err"] * scale.max()  # the logits grew by at most the largest scale
     np.testing.assert_allclose(got[1], want[1], rtol=router_rtol(err), atol=1e-7)
     np.testing.assert_allclose(got[0], want[0], **y_tol(k, D, I))
+
+
+@pytest.mark.parametrize("f", [1e-20, 1e15, 1e30])
+@needs_cuda
+def test_cuda_f8_h_range(f, monkeypatch):
+    # h far from O(1) in the f8 kernel: gate and up scales times f give h of
+    # ~1e-42 (subnormal), ~1e30, and inf (y then inf or NaN where the CPU's
+    # is). A form of phase 1b that rescales h (f16 tensor cores) must keep these.
+    monkeypatch.setenv("INGOT_MOE_BLOCK", "1")
+    E, k, D, I = 16, 4, 256, 128
+    L = layer(E, k, D, I, F8)
+    L["sgu"] = (L["sgu"].astype(np.float64) * f).astype(np.float32)
+    args = block_args(L, k, True)
+    want = run(args)
+    got = run(on_device(args))
+    np.testing.assert_array_equal(got[2], want[2])
+    np.testing.assert_allclose(got[1], want[1], rtol=router_rtol(L["err"]), atol=1e-7)
+    if f > 1e20:
+        assert not np.isfinite(want[0]).all()
+        np.testing.assert_array_equal(np.isnan(got[0]), np.isnan(want[0]))
+        np.testing.assert_array_equal(np.isinf(got[0]), np.isinf(want[0]))
+    finite = want[0][np.isfinite(want[0])]
+    y_scale = max(1.0, np.abs(finite).max()) if finite.size else 1.0
+    tol = y_tol(k, D, I)
+    np.testing.assert_allclose(got[0], want[0], rtol=tol["rtol"], atol=tol["atol"] * y_scale)
 
 
 @needs_cuda
