@@ -213,8 +213,9 @@ def test_cuda_tied_logits(wdt, ladder, monkeypatch):
     # Router rows that are one row times powers of 2 (exact in bf16): the
     # logits tie exactly. "groups": ties across the k-th place whatever the
     # logits' sign; "ladder": 8 distinct top logits above 120 tied ones (or,
-    # for a negative row, the tie on top). The kernel ranks by value and
-    # must route by the CPU's key order (value, then the lower id).
+    # for a negative row, the tie on top). The kernel must route by the
+    # CPU's key order (value, then the lower id), which a rank by value
+    # alone would not (branch routecompact falls back to it on ties).
     monkeypatch.setenv("INGOT_MOE_BLOCK", "1")
     E, k, D, I = 128, 8, 256, 64
     L = layer(E, k, D, I, wdt, BF16)
