@@ -146,18 +146,24 @@ SHAPES = [(8, 2, 64, 32), (16, 4, 256, 96), (128, 8, 512, 64), (60, 6, 200, 40),
           (8, 2, 5120, 128)]
 
 
+def device_against_cpu(L, k, renorm):
+    """(got, want): the op on the device and on the CPU, their ids equal and
+    their routing weights within router_rtol(L["err"])."""
+    args = block_args(L, k, renorm)
+    want = run(args)
+    got = run(on_device(args))
+    np.testing.assert_array_equal(got[2], want[2])
+    np.testing.assert_allclose(got[1], want[1], rtol=router_rtol(L["err"]), atol=1e-7)
+    return got, want
+
+
 def cuda_case(E, k, D, I, wdt, rdt, renorm, mode, monkeypatch, T=1):
     # mode "1": the kernel (bf16 phase 1b on tensor cores where I is a
     # multiple of 64), "fma": the kernel with f32 FMAs for bf16 too
     # (INGOT_MOE_TC=0), "0": the composed kernels
     monkeypatch.setenv("INGOT_MOE_BLOCK", "0" if mode == "0" else "1")
     monkeypatch.setenv("INGOT_MOE_TC", "0" if mode == "fma" else "1")
-    L = layer(E, k, D, I, wdt, rdt, T)
-    args = block_args(L, k, renorm)
-    want = run(args)
-    got = run(on_device(args))
-    np.testing.assert_array_equal(got[2], want[2])
-    np.testing.assert_allclose(got[1], want[1], rtol=router_rtol(L["err"]), atol=1e-7)
+    got, want = device_against_cpu(layer(E, k, D, I, wdt, rdt, T), k, renorm)
     np.testing.assert_allclose(got[0], want[0], **y_tol(k, D, I))
 
 
@@ -226,12 +232,8 @@ def test_cuda_tied_logits(wdt, ladder, monkeypatch):
         scale[[5, 40, 77]] = 4
         scale[[2, 9, 30, 31, 64, 90, 120]] = 2
     L["router"] = (L["router"][:1].astype(np.float64) * scale[:, None]).astype(L["router"].dtype)
-    args = block_args(L, k, True)
-    want = run(args)
-    got = run(on_device(args))
-    np.testing.assert_array_equal(got[2], want[2])
-    err = L["err"] * scale.max()  # the logits grew by at most the largest scale
-    np.testing.assert_allclose(got[1], want[1], rtol=router_rtol(err), atol=1e-7)
+    L["err"] *= scale.max()  # the logits grew by at most the largest scale
+    got, want = device_against_cpu(L, k, True)
     np.testing.assert_allclose(got[0], want[0], **y_tol(k, D, I))
 
 
@@ -245,11 +247,7 @@ def test_cuda_f8_h_range(f, monkeypatch):
     E, k, D, I = 16, 4, 256, 128
     L = layer(E, k, D, I, F8)
     L["sgu"] = (L["sgu"].astype(np.float64) * f).astype(np.float32)
-    args = block_args(L, k, True)
-    want = run(args)
-    got = run(on_device(args))
-    np.testing.assert_array_equal(got[2], want[2])
-    np.testing.assert_allclose(got[1], want[1], rtol=router_rtol(L["err"]), atol=1e-7)
+    got, want = device_against_cpu(L, k, True)
     if f > 1e20:
         assert not np.isfinite(want[0]).all()
         np.testing.assert_array_equal(np.isnan(got[0]), np.isnan(want[0]))
