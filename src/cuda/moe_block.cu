@@ -31,7 +31,13 @@
 //   350 tok/s bf16, 434 -> 402 fp8. bf16 with I a multiple of 64 runs the
 //   dots on tensor cores instead (down_group_tc: h as bf16 hi + lo, mma
 //   m16n8k16, f32 sums): its dots 2.9 -> 2.4 us, decode +0.4-1 % bf16;
-//   INGOT_MOE_TC=0 (read per call) keeps the f32 FMAs.
+//   f8 with I a multiple of 128 too (down_group_tc8: the e4m3 rows to f16
+//   exactly, each 128 elements of h scaled by a power of 2 into f16 hi +
+//   lo, the scale from their largest |h| by one warp max: no barrier): its
+//   dots 3.4 -> 1.8 us, staging h 0.5 -> 0.9 us, decode +3 % fp8 (H200,
+//   eighteenth session; a per-slot scale needed a block pass or phase-1a
+//   atomics and measured no better). INGOT_MOE_TC=0 (read per call) keeps
+//   the f32 FMAs.
 // Code size: most phases (staging, routing, copies, the tail) run their
 // code once a layer, and on the H200 the kernel measured faster when smaller
 // and slower when larger (docs/perf-notes.md, fourteenth session). So the
@@ -225,19 +231,22 @@ __device__ void router_logits(const BlockParams &p, const float *xs,
 }
 
 // Shared memory of a block, in floats: xs [D] (phase 0, 1a) sharing its
-// space with hs [k][I] (1b: f32, or for the tensor cores h's bf16 hi and lo
-// pairs, the same bytes), logits [E] and their keys [E] (u64, rank top-k),
-// the down rows' scales [k][R], then the down rows [k][R][I] of WT, 16-byte
-// aligned.
+// space with hs [k][I] (1b: f32, or for the tensor cores h's bf16 or f16 hi
+// and lo pairs, the same bytes), logits [E] and their keys [E] (u64, rank
+// top-k), the down rows' scales [k][R], f8: the exponents of h's scales
+// [k I / 128] (int8), then the down rows [k][R][I] of WT, 16-byte aligned.
 struct Layout {
-  int64_t ls, keys, ss, ds, bytes;  // offsets in floats (xs and hs at 0), total bytes
+  int64_t ls, keys, ss, sexp, ds, bytes;  // offsets in floats (xs and hs at 0), total bytes
 };
 __host__ __device__ inline Layout layout(int64_t D, int64_t I, int E, int k, int R, int es) {
   Layout L;
   L.ls = ((D > k * I ? D : k * I) + 3) / 4 * 4;
   L.keys = L.ls + (E + 3) / 4 * 4;
   L.ss = L.keys + (E <= kRankE ? 2 * ((E + 1) / 2 * 2) : 0);
-  L.ds = L.ss + ((int64_t)k * R + 3) / 4 * 4;
+  L.sexp = L.ss + ((int64_t)k * R + 3) / 4 * 4;  // f8 on tensor cores: k I / 128 bytes
+  // in whole 128-byte lines: ds keeps its alignment (48 bytes measured 1-2.5
+  // us slower in the down rows' copies, H200)
+  L.ds = L.sexp + (es == 1 ? ((int64_t)k * I / 128 + 127) / 128 * 32 : 0);
   L.bytes = L.ds * 4 + (int64_t)k * R * I * es;
   return L;
 }
@@ -276,6 +285,38 @@ __device__ __forceinline__ void split_bf16x2(float a, float b, uint32_t &hi, uin
   hi = bf16x2_rn(a, b);
   const float ha = __uint_as_float(hi << 16), hb = __uint_as_float(hi & 0xffff0000u);
   lo = bf16x2_rn(isfinite(ha) ? a - ha : 0.f, isfinite(hb) ? b - hb : 0.f);
+}
+
+// f8 phase 1b on tensor cores: each group of 128 elements of h times sigma
+// (a power of 2 that brings the group's largest finite |h| into [2^14,
+// 2^15): f16 range) as f16 hi + lo pairs (22 significant bits, or an error
+// under 2^-38 of the group's largest; inf and NaN in hi alone), the staged
+// e4m3 rows converted to f16 exactly (every e4m3 value is an f16), mma
+// m16n8k16 f16 with f32 sums times 1 / sigma. f8_sigma_exp: log2 sigma from
+// the largest finite |h| as f32 bits (0: 1).
+__device__ __forceinline__ int f8_sigma_exp(uint32_t maxbits) {
+  const int e = maxbits ? (int)(maxbits >> 23) - 127 : 0;  // max in [2^e, 2^(e+1))
+  return 14 - (e < -86 ? -86 : e);                         // sigma = 2^this, at most 2^100
+}
+__device__ __forceinline__ float fin_abs(float v) { return isfinite(v) ? fabsf(v) : 0.f; }
+__device__ __forceinline__ float pow2f(int e) { return __uint_as_float((uint32_t)(e + 127) << 23); }
+__device__ __forceinline__ uint32_t f16x2_rn(float lo, float hi) {  // lo in the low half
+  uint32_t d;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+__device__ __forceinline__ void split_f16x2(float a, float b, uint32_t &hi, uint32_t &lo) {
+  hi = f16x2_rn(a, b);
+  const float ha = __half2float(__ushort_as_half((unsigned short)(hi & 0xffffu)));
+  const float hb = __half2float(__ushort_as_half((unsigned short)(hi >> 16)));
+  lo = f16x2_rn(isfinite(ha) ? a - ha : 0.f, isfinite(hb) ? b - hb : 0.f);
+}
+// Four e4m3 bytes (lowest first) as two f16 pairs, exactly.
+__device__ __forceinline__ void e4m3x4_f16(uint32_t r, uint32_t &lo, uint32_t &hi) {
+  asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\n"
+      "cvt.rn.f16x2.e4m3x2 %1, h;\n}"
+      : "=r"(lo), "=r"(hi)
+      : "r"(r));
 }
 
 // ldmatrix .x4 (a 16 x 16 bf16 A fragment of mma m16n8k16; lane l gives row
@@ -390,6 +431,81 @@ __device__ void down_group_tc(const BlockParams &p, const uint4 *ds, const uint3
   if (t == 0) part[warp][gq] = acc0, part[warp][gq + 8] = acc1;
 }
 
+// d += a b (m16n8k16, f16 in, f32 accumulate).
+__device__ __forceinline__ void mma_f16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                        uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// down_group_tc for f8 rows: a tile is 32 columns (the same 16 x 32-byte
+// ldmatrix as a bf16 tile), lane (gq, t)'s registers holding row gq / gq + 8,
+// columns 4t..4t+3 and 16 + 4t..16 + 4t + 3, each converted to two f16 pairs:
+// two mma m16n8k16 whose k runs over those columns in that order, so B (h's
+// scaled f16 hi / lo pairs, hp) is read at the same columns. Warps take
+// whole groups of 4 tiles (128 columns: one sigma, sexp); a group's sums
+// from zero are folded into the slot's (times 1 / sigma) in the middle of
+// the next group, when their mmas are done: folded at the group's end, the
+// warp waited on them (dots 1.8 against 2.2 us, H200 timeline).
+__device__ void down_group_tc8(const BlockParams &p, const uint4 *ds, const uint32_t *hp,
+                               const float *ss, const int8_t *sexp, int g, int nr,
+                               float (*part)[kRowGroup]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, t = lane % 4;
+  const int I = (int)p.I, rowp = I / 16, tiles = I / 32, T = p.k * tiles;
+  // a warp's share in whole groups of 4 tiles (a slot is a multiple of 4)
+  const int per = ((T + kWarps - 1) / kWarps + 3) & ~3;
+  const int q1 = T < (warp + 1) * per ? T : (warp + 1) * per;
+  const int ar = g + (lane % 16 < nr ? lane % 16 : nr - 1), ahalf = lane / 16;
+  const int r0 = gq < nr ? gq : nr - 1, r1 = gq + 8 < nr ? gq + 8 : nr - 1;
+  float acc0 = 0.f, acc1 = 0.f;
+  for (int q = warp * per; q < q1;) {
+    const int j = q / tiles, qe = q1 < (j + 1) * tiles ? q1 : (j + 1) * tiles;
+    const uint32_t a_row = smem_u32(ds + (j * p.R + ar) * rowp);
+    const uint32_t *h_slot = hp + j * I + 4 * t + gq;  // + i0: columns 4t, 4t + 1's word
+    const int8_t *ex = sexp + j * (I / 128);
+    float s0 = 0.f, s1 = 0.f;  // the slot's sums of rows gq, gq + 8
+    // The group before's sums (pd, times pinv), folded in after this group's
+    // first mmas: by then its own mmas are done.
+    float pd[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}, pinv = 0.f;
+    // A tile's fragments into d0 and d1 (two mma chains).
+    auto tile = [&](int i0, float(&d0)[4], float(&d1)[4]) {
+      uint32_t a[4], b[4];
+      ldmatrix_x4(a_row + 16 * swz_piece(i0 / 16 + ahalf, ar), a);
+#pragma unroll
+      for (int c = 0; c < 4; c++) b[c] = gq < 2 ? h_slot[i0 + (c / 2) * 16 + (c % 2) * 2] : 0u;
+      uint32_t f[8];
+#pragma unroll
+      for (int r = 0; r < 4; r++) e4m3x4_f16(a[r], f[2 * r], f[2 * r + 1]);
+      mma_f16(d0, f[0], f[2], f[1], f[3], b[0], b[1]);  // columns 4t..4t+3, rows gq, gq + 8
+      mma_f16(d1, f[4], f[6], f[5], f[7], b[2], b[3]);  // columns 16 + 4t..
+    };
+#pragma unroll 1
+    for (; q < qe; q += 4) {  // a group: 4 tiles, one 1 / sigma
+      const int i0 = (q - j * tiles) * 32;
+      const float inv = pow2f(-ex[i0 / 128]);
+      float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
+      tile(i0, d0, d1);
+      tile(i0 + 32, d0, d1);
+      s0 = fmaf((pd[0] + pd[1]) + (pd[4] + pd[5]), pinv, s0);
+      s1 = fmaf((pd[2] + pd[3]) + (pd[6] + pd[7]), pinv, s1);
+      tile(i0 + 64, d0, d1);
+      tile(i0 + 96, d0, d1);
+#pragma unroll
+      for (int c = 0; c < 4; c++) pd[c] = d0[c], pd[c + 4] = d1[c];
+      pinv = inv;
+    }
+    s0 = fmaf((pd[0] + pd[1]) + (pd[4] + pd[5]), pinv, s0);
+    s1 = fmaf((pd[2] + pd[3]) + (pd[6] + pd[7]), pinv, s1);
+    q = qe;
+    acc0 = fmaf(s0, ss[j * p.R + g + r0], acc0);
+    acc1 = fmaf(s1, ss[j * p.R + g + r1], acc1);
+  }
+  if (t == 0) part[warp][gq] = acc0, part[warp][gq + 8] = acc1;
+}
+
 // TC: bf16 phase 1b on tensor cores (the staged down rows swizzled:
 // swz_piece), compiled apart so that each
 // kernel carries only the phase 1b it runs. COMPACT: the decode
@@ -407,6 +523,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   uint4 *ds = reinterpret_cast<uint4 *>(base + L.ds);
   __shared__ int sid[kMaxK];
   __shared__ float swt[kMaxK];
+  constexpr bool TC8 = TC && sizeof(WT) == 1;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, tid = threadIdx.x;
   const int64_t D = p.D, I = p.I, nch = D / VEC, nchI = I / VEC;
   cg::grid_group grid = cg::this_grid();
@@ -525,10 +642,12 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
 
   // Phase 1b: h of every slot into shared memory (kHLoads loads in flight a
   // thread: one L2 round trip at Qwen3's shape), as f32 or for the tensor
-  // cores as bf16 hi and lo pairs (word 2 P + 0 / 1: pair P's hi / lo); the
-  // down rows arrive.
+  // cores as bf16 hi and lo pairs (word 2 P + 0 / 1: pair P's hi / lo); f8 on
+  // tensor cores as f16 pairs, each warp's 128 elements (a group) scaled by
+  // sigma from their largest finite |h| (sexp). The down rows arrive.
   constexpr int kHLoads = 4;
   const int64_t nh = (int64_t)p.k * I / 4;
+  int8_t *sexp = reinterpret_cast<int8_t *>(base + L.sexp);
   for (int64_t q0 = tid; q0 < nh; q0 += kHLoads * kThreads) {
     float4 hv4[kHLoads];
 #pragma unroll
@@ -538,8 +657,18 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
 #pragma unroll
     for (int u = 0; u < kHLoads; u++) {
       const int64_t q = q0 + u * kThreads;  // h[4 q, 4 q + 4): pairs 2 q and 2 q + 1
-      if (q >= nh) break;
-      if (TC) {
+      if (q >= nh) break;  // uniform across the warp (TC8: I % 128 == 0, nh % 32 == 0)
+      if constexpr (TC8) {
+        const float4 v = hv4[u];
+        const float m = fmaxf(fmaxf(fin_abs(v.x), fin_abs(v.y)), fmaxf(fin_abs(v.z), fin_abs(v.w)));
+        const int ex = f8_sigma_exp(__reduce_max_sync(0xffffffffu, __float_as_uint(m)));
+        if (lane == 0) sexp[q / 32] = (int8_t)ex;
+        const float sg = pow2f(ex);
+        uint4 w;
+        split_f16x2(v.x * sg, v.y * sg, w.x, w.y);
+        split_f16x2(v.z * sg, v.w * sg, w.z, w.w);
+        reinterpret_cast<uint4 *>(hs)[q] = w;
+      } else if (TC) {
         uint4 w;
         split_bf16x2(hv4[u].x, hv4[u].y, w.x, w.y);
         split_bf16x2(hv4[u].z, hv4[u].w, w.z, w.w);
@@ -563,7 +692,9 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   for (int g = 0; g < nrows; g += kRowGroup) {
     const int64_t g0 = n0 + g;
     const int nr = nrows - g < kRowGroup ? nrows - g : kRowGroup;
-    if (TC) {
+    if constexpr (TC8) {
+      down_group_tc8(p, ds, reinterpret_cast<const uint32_t *>(hs), ss, sexp, g, nr, part);
+    } else if (TC) {
       down_group_tc(p, ds, reinterpret_cast<const uint32_t *>(hs), ss, g, nr, part);
     } else {
       float acc[kRowGroup];
@@ -677,7 +808,7 @@ bool compact(const BlockParams &p, int grid) {
   return p.E <= grid && 2 * p.E <= kThreads && p.R <= kRowGroup;
 }
 
-// tc: bf16 phase 1b on tensor cores.
+// tc: phase 1b on tensor cores (bf16, f8).
 cudaError_t launch_dt(int wdt, bool tc, const BlockParams &p, int grid, int dev, cudaStream_t s) {
   const bool c = compact(p, grid);
   switch (wdt) {
@@ -690,6 +821,9 @@ cudaError_t launch_dt(int wdt, bool tc, const BlockParams &p, int grid, int dev,
     case INGOT_F32:
       return launch<float>(p, grid, dev, s);
     case INGOT_F8E4M3FN:
+      if (tc)
+        return c ? launch<f8e4m3_t, true, true>(p, grid, dev, s)
+                 : launch<f8e4m3_t, true>(p, grid, dev, s);
       return c ? launch<f8e4m3_t, false, true>(p, grid, dev, s) : launch<f8e4m3_t>(p, grid, dev, s);
     default:
       return cudaErrorNotSupported;
@@ -741,9 +875,10 @@ ingot_status k_moe_block(ingot_op_args *a) {
   p.wout = (float *)ingot_tensor_data(a->out[1]);
   p.ids = (int32_t *)ingot_tensor_data(a->out[2]);
   p.h = scratch, p.logits = scratch + k * I;
-  // bf16 phase 1b on tensor cores where its rows are whole 128-byte lines;
-  // INGOT_MOE_TC=0 (read per call): f32 FMAs as other dtypes
-  const bool tc = wdt == INGOT_BF16 && I % 64 == 0 && !ingot_env_off("INGOT_MOE_TC");
+  // bf16 and f8 phase 1b on tensor cores where the down rows are whole
+  // 128-byte lines; INGOT_MOE_TC=0 (read per call): f32 FMAs as other dtypes
+  const bool tc = ((wdt == INGOT_BF16 && I % 64 == 0) || (wdt == INGOT_F8E4M3FN && I % 128 == 0)) &&
+                  !ingot_env_off("INGOT_MOE_TC");
   cudaError_t e = launch_dt(wdt, tc, p, grid, dev, s);
   cuda_scratch_free(dev, scratch, s);  // stream-ordered: reused only after this launch
   if (e == cudaSuccess) return INGOT_OK;

@@ -3,18 +3,21 @@
 CPU: against a float64 numpy reference (norm, router, routing, experts,
 residual: moe_ref.py) and bit-equal to the calls it stands for
 (route_linear_norm then experts_add); every argument rule. CUDA against the
-CPU with INGOT_MOE_BLOCK=1 (the one cooperative kernel; bf16 with its
-tensor-core phase 1b where I is a multiple of 64 and, INGOT_MOE_TC=0, with
-f32 FMAs) and =0 (the composed kernels) at T = 1; the default (the kernel:
-bit-equal to the forced path); shapes the kernel leaves to the composition (T > 1, rows that are not whole 16-byte chunks);
+CPU with INGOT_MOE_BLOCK=1 (the one cooperative kernel; bf16 and f8 with
+their tensor-core phase 1b where I is a multiple of 64 (bf16) or 128 (f8)
+and, INGOT_MOE_TC=0, with f32 FMAs) and =0 (the composed kernels) at T = 1;
+the default (the kernel: bit-equal to the forced path); shapes the kernel
+leaves to the composition (T > 1, rows that are not whole 16-byte chunks);
 the Qwen3-30B-A3B expert shape; logits that tie exactly; f8 with h from
-subnormal to inf; a captured graph.
+subnormal to inf, and with h's 128-element groups at different scales; a
+captured graph.
 
 Tolerances: ids equal (operands drawn with no top-k logits closer than 16
 times the CPU's logit error: moe_ref.router_operands); routing weights
 router_rtol; y: f32 sums of D (router), D (gate/up) and k*I (down) products
 in other orders (bf16 on tensor cores: h as bf16 hi + lo, 16 significant
-bits): rtol 1e-4, atol moe_ref.dot_tol(n) times the result scale.
+bits; f8: each 128 elements of h scaled into f16 hi + lo, 22): rtol 1e-4,
+atol moe_ref.dot_tol(n) times the result scale.
 """
 import numpy as np
 import pytest
@@ -139,7 +142,7 @@ def test_errors_change_nothing():
 # ranks one thread a key and two lanes a key (E 128: four); D 5120: norm
 # weights past the ones loaded before the PDL wait, 39 output rows a block (3
 # groups of phase 1b); I 128 and 256: down rows of whole 128-byte lines in
-# every dtype, compact and (D 5120) not.
+# every dtype (f8: its tensor-core phase 1b), compact and (D 5120) not.
 SHAPES = [(8, 2, 64, 32), (16, 4, 256, 96), (128, 8, 512, 64), (60, 6, 200, 40),
           (4, 4, 1024, 1000), (2000, 8, 64, 32), (300, 8, 64, 32), (200, 6, 64, 32),
           (8, 2, 5120, 16), (8, 2, 5120, 64), (128, 8, 512, 128), (16, 4, 256, 256),
@@ -158,9 +161,9 @@ def device_against_cpu(L, k, renorm):
 
 
 def cuda_case(E, k, D, I, wdt, rdt, renorm, mode, monkeypatch, T=1):
-    # mode "1": the kernel (bf16 phase 1b on tensor cores where I is a
-    # multiple of 64), "fma": the kernel with f32 FMAs for bf16 too
-    # (INGOT_MOE_TC=0), "0": the composed kernels
+    # mode "1": the kernel (phase 1b on tensor cores where I is a multiple
+    # of 64 for bf16, 128 for f8), "fma": the kernel with f32 FMAs for those
+    # too (INGOT_MOE_TC=0), "0": the composed kernels
     monkeypatch.setenv("INGOT_MOE_BLOCK", "0" if mode == "0" else "1")
     monkeypatch.setenv("INGOT_MOE_TC", "0" if mode == "fma" else "1")
     got, want = device_against_cpu(layer(E, k, D, I, wdt, rdt, T), k, renorm)
@@ -256,6 +259,26 @@ def test_cuda_f8_h_range(f, monkeypatch):
     y_scale = max(1.0, np.abs(finite).max()) if finite.size else 1.0
     tol = y_tol(k, D, I)
     np.testing.assert_allclose(got[0], want[0], rtol=tol["rtol"], atol=tol["atol"] * y_scale)
+
+
+@needs_cuda
+def test_cuda_f8_h_groups(monkeypatch):
+    # The f8 kernel on tensor cores scales each 128 elements of h (a group)
+    # by its own power of 2. Up rows times 4^((group + expert) % 4) put a
+    # slot's groups, and a group across slots, at scales 4x apart: a group
+    # read with another's scale is off by 4x or more, far past the tolerance.
+    monkeypatch.setenv("INGOT_MOE_BLOCK", "1")
+    E, k, D, I = 16, 4, 256, 512
+    L = layer(E, k, D, I, F8)
+    group = np.arange(I) // 128
+    factor = 4.0 ** ((group[None, :] + np.arange(E)[:, None]) % 4)
+    sgu = L["sgu"].astype(np.float64)
+    sgu[:, I:] *= factor
+    L["sgu"] = sgu.astype(np.float32)
+    got, want = device_against_cpu(L, k, True)
+    tol = y_tol(k, D, I)
+    np.testing.assert_allclose(got[0], want[0], rtol=tol["rtol"],
+                               atol=tol["atol"] * max(1.0, np.abs(want[0]).max()))
 
 
 @needs_cuda
