@@ -274,17 +274,39 @@ struct PieceWalk {
 // still fills whole lines.
 __device__ __forceinline__ int swz_piece(int c, int r) { return c ^ (r & 7); }
 
-// h's pair (a, b) as bf16 pairs hi + lo (16 significant bits: relative error
-// <= 2^-16 an element); inf and NaN in hi alone.
-__device__ __forceinline__ uint32_t bf16x2_rn(float lo, float hi) {  // lo in the low half
-  uint32_t d;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
-  return d;
-}
-__device__ __forceinline__ void split_bf16x2(float a, float b, uint32_t &hi, uint32_t &lo) {
-  hi = bf16x2_rn(a, b);
-  const float ha = __uint_as_float(hi << 16), hb = __uint_as_float(hi & 0xffff0000u);
-  lo = bf16x2_rn(isfinite(ha) ? a - ha : 0.f, isfinite(hb) ? b - hb : 0.f);
+// A pair of floats as a 16-bit pair (rn: lo in the low half) and back (low,
+// high: exact), bf16 or f16.
+struct Bf16x2 {
+  __device__ static uint32_t rn(float lo, float hi) {
+    uint32_t d;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+    return d;
+  }
+  __device__ static float low(uint32_t v) { return __uint_as_float(v << 16); }
+  __device__ static float high(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
+};
+struct F16x2 {
+  __device__ static uint32_t rn(float lo, float hi) {
+    uint32_t d;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+    return d;
+  }
+  __device__ static float low(uint32_t v) {
+    return __half2float(__ushort_as_half((unsigned short)(v & 0xffffu)));
+  }
+  __device__ static float high(uint32_t v) {
+    return __half2float(__ushort_as_half((unsigned short)(v >> 16)));
+  }
+};
+
+// h's pair (a, b) as 16-bit pairs hi + lo (bf16: 16 significant bits,
+// relative error <= 2^-16 an element; f16: 22 bits, see f8_sigma_exp); inf
+// and NaN in hi alone.
+template <class P>
+__device__ __forceinline__ void split_x2(float a, float b, uint32_t &hi, uint32_t &lo) {
+  hi = P::rn(a, b);
+  const float ha = P::low(hi), hb = P::high(hi);
+  lo = P::rn(isfinite(ha) ? a - ha : 0.f, isfinite(hb) ? b - hb : 0.f);
 }
 
 // f8 phase 1b on tensor cores: each group of 128 elements of h times sigma
@@ -300,18 +322,9 @@ __device__ __forceinline__ int f8_sigma_exp(uint32_t maxbits) {
 }
 __device__ __forceinline__ float fin_abs(float v) { return isfinite(v) ? fabsf(v) : 0.f; }
 __device__ __forceinline__ float pow2f(int e) { return __uint_as_float((uint32_t)(e + 127) << 23); }
-__device__ __forceinline__ uint32_t f16x2_rn(float lo, float hi) {  // lo in the low half
-  uint32_t d;
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
-  return d;
-}
-__device__ __forceinline__ void split_f16x2(float a, float b, uint32_t &hi, uint32_t &lo) {
-  hi = f16x2_rn(a, b);
-  const float ha = __half2float(__ushort_as_half((unsigned short)(hi & 0xffffu)));
-  const float hb = __half2float(__ushort_as_half((unsigned short)(hi >> 16)));
-  lo = f16x2_rn(isfinite(ha) ? a - ha : 0.f, isfinite(hb) ? b - hb : 0.f);
-}
-// Four e4m3 bytes (lowest first) as two f16 pairs, exactly.
+// Four e4m3 bytes (lowest first) as two f16 pairs, exactly. (weight_chunk.cuh's
+// f8x4 converts by the intrinsic, which takes each half by a shift: 16 more
+// instructions a group of down_group_tc8; this cvt reads the halves in place.)
 __device__ __forceinline__ void e4m3x4_f16(uint32_t r, uint32_t &lo, uint32_t &hi) {
   asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\n"
       "cvt.rn.f16x2.e4m3x2 %1, h;\n}"
@@ -665,13 +678,13 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
         if (lane == 0) sexp[q / 32] = (int8_t)ex;
         const float sg = pow2f(ex);
         uint4 w;
-        split_f16x2(v.x * sg, v.y * sg, w.x, w.y);
-        split_f16x2(v.z * sg, v.w * sg, w.z, w.w);
+        split_x2<F16x2>(v.x * sg, v.y * sg, w.x, w.y);
+        split_x2<F16x2>(v.z * sg, v.w * sg, w.z, w.w);
         reinterpret_cast<uint4 *>(hs)[q] = w;
       } else if (TC) {
         uint4 w;
-        split_bf16x2(hv4[u].x, hv4[u].y, w.x, w.y);
-        split_bf16x2(hv4[u].z, hv4[u].w, w.z, w.w);
+        split_x2<Bf16x2>(hv4[u].x, hv4[u].y, w.x, w.y);
+        split_x2<Bf16x2>(hv4[u].z, hv4[u].w, w.z, w.w);
         reinterpret_cast<uint4 *>(hs)[q] = w;
       } else {
         reinterpret_cast<float4 *>(hs)[q] = hv4[u];
@@ -877,7 +890,7 @@ ingot_status k_moe_block(ingot_op_args *a) {
   p.h = scratch, p.logits = scratch + k * I;
   // bf16 and f8 phase 1b on tensor cores where the down rows are whole
   // 128-byte lines; INGOT_MOE_TC=0 (read per call): f32 FMAs as other dtypes
-  const bool tc = ((wdt == INGOT_BF16 && I % 64 == 0) || (wdt == INGOT_F8E4M3FN && I % 128 == 0)) &&
+  const bool tc = (wdt == INGOT_BF16 || wdt == INGOT_F8E4M3FN) && (I * es) % 128 == 0 &&
                   !ingot_env_off("INGOT_MOE_TC");
   cudaError_t e = launch_dt(wdt, tc, p, grid, dev, s);
   cuda_scratch_free(dev, scratch, s);  // stream-ordered: reused only after this launch
