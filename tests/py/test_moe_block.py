@@ -142,11 +142,12 @@ def test_errors_change_nothing():
 # ranks one thread a key and two lanes a key (E 128: four); D 5120: norm
 # weights past the ones loaded before the PDL wait, 39 output rows a block (3
 # groups of phase 1b); I 128 and 256: down rows of whole 128-byte lines in
-# every dtype (f8: its tensor-core phase 1b), compact and (D 5120) not.
+# every dtype (f8: its tensor-core phase 1b), compact and (D 5120) not; D 2112:
+# compact with 16 output rows a block on 132 SMs, x slots past 4 kThreads.
 SHAPES = [(8, 2, 64, 32), (16, 4, 256, 96), (128, 8, 512, 64), (60, 6, 200, 40),
           (4, 4, 1024, 1000), (2000, 8, 64, 32), (300, 8, 64, 32), (200, 6, 64, 32),
           (8, 2, 5120, 16), (8, 2, 5120, 64), (128, 8, 512, 128), (16, 4, 256, 256),
-          (8, 2, 5120, 128)]
+          (8, 2, 5120, 128), (8, 2, 2112, 128)]
 
 
 def device_against_cpu(L, k, renorm):
@@ -293,6 +294,24 @@ def test_cuda_special_values(monkeypatch):
     got = run(on_device(args))
     np.testing.assert_array_equal(got[2], want[2])
     assert np.isnan(got[0]).all() and np.isnan(want[0]).all()
+
+
+@needs_cuda
+def test_cuda_huge_x(monkeypatch):
+    # x near the f32 maximum: its squares overflow, 1 / rms is 0, so xn and
+    # every logit are 0 (the compact kernel takes the logit as dot / rms:
+    # not inf * 0) on both: ids 0..k-1, h 0, y = x. (bf16, I 64: the compact
+    # tensor-core kernel.)
+    monkeypatch.setenv("INGOT_MOE_BLOCK", "1")
+    E, k, D, I = 16, 4, 64, 64
+    L = layer(E, k, D, I, BF16)
+    L["x"] = (L["x"] / np.abs(L["x"]).max() * 3e38).astype(np.float32)
+    args = block_args(L, k, True)
+    want = run(args)
+    got = run(on_device(args))
+    np.testing.assert_array_equal(want[2], np.tile(np.arange(k), (1, 1)))
+    np.testing.assert_array_equal(got[2], want[2])
+    np.testing.assert_array_equal(got[0], want[0])
 
 
 @needs_cuda
