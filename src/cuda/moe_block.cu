@@ -438,7 +438,11 @@ __device__ void route_block(const BlockParams &p, float *ls, unsigned long long 
     __syncthreads();
     return;
   }
-  for (int e = tid; e < p.E; e += kThreads) keys[e] = route_key(ls[e], e);
+  for (int e = tid; e < p.E; e += kThreads) {  // COMPACT: the logits loaded here
+    const float l = COMPACT ? __ldcg(p.logits + e) : ls[e];
+    if (COMPACT) ls[e] = l;
+    keys[e] = route_key(l, e);
+  }
   __syncthreads();
   // G lanes a key (G = kThreads / E rounded down to a power of 2, <= 32), each
   // counting every G-th other key: E / G loads in a row instead of E.
@@ -467,7 +471,9 @@ __device__ void route_block(const BlockParams &p, float *ls, unsigned long long 
   if (warp == 0) {
     route_weights(ls, p.E, p.k, p.renorm, sid[0], lane < p.k ? sid[lane] : 0, swt, sid);
   }
-  __syncthreads();
+  // COMPACT: the other warps go on with sid (copies, phase 1a); swt is read
+  // after the second grid sync, whose barriers publish it
+  if (!COMPACT) __syncthreads();
 }
 
 // Phase 1b on tensor cores (bf16): output rows [g, g + 16) (nr of them real)
@@ -647,10 +653,12 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   TL_MARK();  // mark 1: this block's router rows done
   grid.sync();
   TL_MARK();  // mark 2: every router row done
-  for (int e = tid; e < p.E; e += kThreads) ls[e] = __ldcg(p.logits + e);
-  __syncthreads();
+  if constexpr (!COMPACT) {  // (the compact route_block loads them)
+    for (int e = tid; e < p.E; e += kThreads) ls[e] = __ldcg(p.logits + e);
+    __syncthreads();
+  }
   route_block<COMPACT>(p, ls, keys, sid, swt);  // ids in [0, E): no range checks below
-  if (blockIdx.x == 0)
+  if (!COMPACT && blockIdx.x == 0)
     for (int j = tid; j < p.k; j += kThreads) p.wout[j] = swt[j], p.ids[j] = sid[j];
   TL_MARK();  // mark 3: routed
 
@@ -660,11 +668,13 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   const WT *wd = static_cast<const WT *>(p.wd);
   // Their scales (1: none): the first kThreads loaded now, stored after
   // phase 1a (the round trip hides under it).
-  // Each times its slot's routing weight: phase 1b's one multiply a row.
+  // Each times its slot's routing weight: phase 1b's one multiply a row
+  // (COMPACT: after the second grid sync, when warp 0's weights are seen).
   auto down_scale = [&](int q) {
     const int j = q / p.R;
     const int64_t n = n0 + (q - j * p.R);
-    return swt[j] * (p.sd && n < n1 ? __ldg(p.sd + (int64_t)sid[j] * D + n) : 1.f);
+    const float sc = p.sd && n < n1 ? __ldg(p.sd + (int64_t)sid[j] * D + n) : 1.f;
+    return COMPACT ? sc : swt[j] * sc;
   };
   const int nss = p.k * p.R;
   const float ss0 = tid < nss ? down_scale(tid) : 1.f;
@@ -743,6 +753,11 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   TL_MARK();    // mark 5: this block's phase 1a done
   grid.sync();  // every h written (xs is free from here: hs shares its space)
   TL_MARK();    // mark 6: the second sync
+  if constexpr (COMPACT) {  // the routing weights (route_block): into the scales, out
+    for (int q = tid; q < nss; q += kThreads) ss[q] *= swt[q / p.R];  // (read after a barrier)
+    if (blockIdx.x == 0)
+      for (int j = tid; j < p.k; j += kThreads) p.wout[j] = swt[j], p.ids[j] = sid[j];
+  }
 
   // Phase 1b: h of every slot into shared memory (kHLoads loads in flight a
   // thread: one L2 round trip at Qwen3's shape), as f32 or for the tensor
