@@ -261,8 +261,8 @@ __device__ __forceinline__ void router_pieces(const BlockParams &p, uint4 (&rw)[
 }
 
 // COMPACT phase 0 in one block sum: x's slots from registers give both the
-// sum of squares and the router row's dot with x * norm (rounded as RMS_NORM's
-// second product), so logit = dot / rms needs no staged xn and no second
+// sum of squares and the router row's dot with x * norm (each product
+// rounded, no contraction), so logit = dot / rms needs no staged xn and no second
 // block sum (fixed order: deterministic); then xn into xs. Only barrier: the
 // sum's (xs is read after the grid sync).
 template <int VEC>
