@@ -243,7 +243,7 @@ __device__ __forceinline__ void head_norm_store(float (&v)[N], const float (&wt)
     float ss = 0.f;
 #pragma unroll
     for (int u = 0; u < N; u++) ss = fmaf(v[u], v[u], ss);
-    const float inv = 1.0f / sqrtf(warp_sum(ss) / (float)D + eps);
+    const float inv = inv_rms(warp_sum(ss), (float)D, eps);
 #pragma unroll
     for (int u = 0; u < N; u++) v[u] = __fmul_rn(__fmul_rn(v[u], inv), wt[u]);
   }

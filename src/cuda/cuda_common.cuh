@@ -131,7 +131,12 @@ __device__ __forceinline__ void geom_offsets(const Geom &g, int64_t i, int64_t *
   }
 }
 
-// RMS_NORM's 1 / sqrt(sum(x^2) / n + eps) of a row a block holds, from each
+// RMS_NORM's 1 / sqrt(sum(x^2) / n + eps) from the row's sum of squares ss.
+__device__ __forceinline__ float inv_rms(float ss, float n, float eps) {
+  return 1.0f / sqrtf(ss / n + eps);
+}
+
+// inv_rms of a row a block holds, from each
 // thread's partial sum of squares ss: warp sums, then the nwarps warps' in
 // order (the same bits in every thread). part: nwarps floats of shared
 // memory, free again only after the caller's next barrier.
@@ -143,7 +148,7 @@ __device__ __forceinline__ float block_inv_rms(float ss, float *part, int nwarps
   __syncthreads();
   float t = 0.f;
   for (int w = 0; w < nwarps; w++) t += part[w];
-  return 1.0f / sqrtf(t / n + eps);
+  return inv_rms(t, n, eps);
 }
 
 // ss plus the squares of v's four values, in order x, y, z, w.

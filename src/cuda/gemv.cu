@@ -546,7 +546,7 @@ __device__ __forceinline__ void stage_xf(const GemvParams &p, float *xs, float *
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if (lane == 0) inv[r] = 1.0f / sqrtf(ss / (float)p.k + p.eps);
+    if (lane == 0) inv[r] = inv_rms(ss, (float)p.k, p.eps);
   }
   __syncthreads();
   for (int e = threadIdx.x; e < p.rows * n4; e += kThreads) {

@@ -589,7 +589,7 @@ __device__ void staged_inv(const float *xs, const RouterParams &p, float *inv) {
     float s = 0.f;
 #pragma unroll
     for (int w = 0; w < kWarps; w++) s += part[w][threadIdx.x];
-    inv[threadIdx.x] = 1.0f / sqrtf(s / (float)p.D + p.eps);
+    inv[threadIdx.x] = inv_rms(s, (float)p.D, p.eps);
   }
   __syncthreads();
 }

@@ -16,9 +16,9 @@
 //   sync. Every block then routes the E logits itself (each thread ranks its
 //   logits' keys against all E: the order of route_warp_keys, at once;
 //   E > 1024: the routing warp; weights by route_weights); block 0 writes
-//   weights and ids. The compact kernel's other warps do not wait for warp
-//   0's weights (the copies and phase 1a need only the ids): they reach the
-//   scales and the outputs after the second grid sync (decode +0.8 to +0.9 %).
+//   weights and ids. The other warps do not wait for warp 0's weights (the
+//   copies and phase 1a need only the ids): they reach the scales and the
+//   outputs after the second grid sync (decode +0.8 to +0.9 %).
 // Then block b copies the down rows it owns in phase 1b, rows [b R, b R + R)
 //   of every chosen expert (k contiguous runs: whole DRAM pages), into shared
 //   memory with cp.async (evict-first in L2: read once, so the lines the next
@@ -161,10 +161,8 @@ constexpr int kRouterLoads = 8;  // 16-byte router loads per lane issued before 
 struct RouterShare {
   int64_t e, first, stride, step;
 };
-template <bool COMPACT>
 __device__ __forceinline__ RouterShare router_share(const BlockParams &p) {
-  if (COMPACT || p.E <= (int)gridDim.x)
-    return {(int64_t)blockIdx.x, (int64_t)threadIdx.x, kThreads, p.E};
+  if (p.E <= (int)gridDim.x) return {(int64_t)blockIdx.x, (int64_t)threadIdx.x, kThreads, p.E};
   return {(int64_t)blockIdx.x * kWarps + threadIdx.x / 32, (int64_t)(threadIdx.x % 32), 32,
           (int64_t)gridDim.x * kWarps};
 }
@@ -175,9 +173,8 @@ __device__ __forceinline__ const uint4 *router_row(const BlockParams &p, int64_t
 }
 
 // The router loads of this thread's first row (before the staging: weights).
-template <bool COMPACT>
 __device__ void router_first(const BlockParams &p, uint4 (&v)[kRouterLoads]) {
-  const RouterShare r = router_share<COMPACT>(p);
+  const RouterShare r = router_share(p);
   const int64_t rch = p.D * (p.r_dt == INGOT_F32 ? 4 : 2) / 16;
   const uint4 *row = router_row(p, r.e);
 #pragma unroll
@@ -188,11 +185,11 @@ __device__ void router_first(const BlockParams &p, uint4 (&v)[kRouterLoads]) {
 }
 
 // Phase 0's dots into the logits scratch (sums in a fixed order).
-template <int VEC, bool COMPACT>
+template <int VEC>
 __device__ void router_logits(const BlockParams &p, const float *xs,
                               const uint4 (&first)[kRouterLoads]) {
   __shared__ float part[kWarps];
-  const RouterShare r = router_share<COMPACT>(p);
+  const RouterShare r = router_share(p);
   const int lane = threadIdx.x % 32, rvec = p.r_dt == INGOT_F32 ? 4 : 8;
   const int64_t nch = p.D / VEC, rch = p.D / rvec;
   const bool by_block = r.stride == kThreads;
@@ -295,7 +292,7 @@ __device__ void stage_x_logit(const BlockParams &p, float *xs, const float4 (&nw
   float tss = 0.f, td = 0.f;
 #pragma unroll
   for (int w = 0; w < kWarps; w++) tss += part[w].x, td += part[w].y;
-  const float iv = 1.0f / sqrtf(tss / (float)D + p.eps);  // block_inv_rms's
+  const float iv = inv_rms(tss, (float)D, p.eps);
   // iv 0 (the squares overflow): xn is 0, so is the logit (td may be inf)
   if (threadIdx.x == 0 && (int)blockIdx.x < p.E)
     __stcg(p.logits + blockIdx.x, iv == 0.f ? 0.f : td * iv);
@@ -427,25 +424,30 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// The k choices of the E logits in ls (every thread): key ranks (each
-// thread counts the keys above its logits': the same order as
-// route_warp_keys, all threads at once) for E <= kRankE, else the routing
-// warp; then warp 0's softmax weights (route_weights). sid/swt filled.
+// The k choices of the E logits (every thread; the logits loaded here from
+// the scratch into ls): key ranks (each thread counts the keys above its
+// logits': the same order as route_warp_keys, all threads at once) for E <=
+// kRankE, else the routing warp; sid filled, seen by every thread on return.
+// The ranks' softmax weights (warp 0, route_weights) go into swt with no
+// barrier after: the other warps go on with sid (the copies and phase 1a
+// need only the ids; decode +0.8 to +0.9 %, H200 nineteenth session), and
+// swt is read after the second grid sync, whose barriers publish it.
 template <bool COMPACT>
 __device__ void route_block(const BlockParams &p, float *ls, unsigned long long *keys, int *sid,
                             float *swt) {
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  if (!COMPACT && p.E > kRankE) {
+  const bool ranks = COMPACT || p.E <= kRankE;
+  for (int e = tid; e < p.E; e += kThreads) {
+    const float l = __ldcg(p.logits + e);
+    ls[e] = l;
+    if (ranks) keys[e] = route_key(l, e);
+  }
+  __syncthreads();
+  if (!ranks) {
     if (warp == 0) route_warp_keys(ls, p.E, p.k, p.renorm, swt, sid);
     __syncthreads();
     return;
   }
-  for (int e = tid; e < p.E; e += kThreads) {  // COMPACT: the logits loaded here
-    const float l = COMPACT ? __ldcg(p.logits + e) : ls[e];
-    if (COMPACT) ls[e] = l;
-    keys[e] = route_key(l, e);
-  }
-  __syncthreads();
   // G lanes a key (G = kThreads / E rounded down to a power of 2, <= 32), each
   // counting every G-th other key: E / G loads in a row instead of E.
   int G = 1;
@@ -473,9 +475,6 @@ __device__ void route_block(const BlockParams &p, float *ls, unsigned long long 
   if (warp == 0) {
     route_weights(ls, p.E, p.k, p.renorm, sid[0], lane < p.k ? sid[lane] : 0, swt, sid);
   }
-  // COMPACT: the other warps go on with sid (copies, phase 1a); swt is read
-  // after the second grid sync, whose barriers publish it
-  if (!COMPACT) __syncthreads();
 }
 
 // Phase 1b on tensor cores (bf16): output rows [g, g + 16) (nr of them real)
@@ -629,7 +628,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   if constexpr (COMPACT)
     router_pieces(p, rw);
   else
-    router_first<COMPACT>(p, first);
+    router_first(p, first);
   float4 nw[kNormLoads];
   norm_weights_first(p.norm, (int)(p.D / 4), kThreads, true, nw);
   // x comes from the kernel before. No pdl_launch_dependents(): the next
@@ -643,6 +642,8 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   // The residual of this block's first phase-1b output rows, loaded now: its
   // round trip hides under the phases before.
   const int64_t n0 = (int64_t)blockIdx.x * p.R, n1 = n0 + p.R < D ? n0 + p.R : D;
+  // (the compact kernel loads it before its staging, the others after:
+  // there it would be live across stage_x's and the router's registers)
   float xres0;
   if constexpr (COMPACT) {
     xres0 = tid < kRowGroup && n0 + tid < n1 ? __ldg(p.x + n0 + tid) : 0.f;
@@ -650,18 +651,12 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   } else {
     stage_x<VEC>(p, xs, nw);
     xres0 = tid < kRowGroup && n0 + tid < n1 ? __ldg(p.x + n0 + tid) : 0.f;
-    router_logits<VEC, COMPACT>(p, xs, first);
+    router_logits<VEC>(p, xs, first);
   }
   TL_MARK();  // mark 1: this block's router rows done
   grid.sync();
-  TL_MARK();  // mark 2: every router row done
-  if constexpr (!COMPACT) {  // (the compact route_block loads them)
-    for (int e = tid; e < p.E; e += kThreads) ls[e] = __ldcg(p.logits + e);
-    __syncthreads();
-  }
+  TL_MARK();                                    // mark 2: every router row done
   route_block<COMPACT>(p, ls, keys, sid, swt);  // ids in [0, E): no range checks below
-  if (!COMPACT && blockIdx.x == 0)
-    for (int j = tid; j < p.k; j += kThreads) p.wout[j] = swt[j], p.ids[j] = sid[j];
   TL_MARK();  // mark 3: routed
 
   // This block's output rows [n0, n1) of every chosen expert's down weight
@@ -670,13 +665,12 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   const WT *wd = static_cast<const WT *>(p.wd);
   // Their scales (1: none): the first kThreads loaded now, stored after
   // phase 1a (the round trip hides under it).
-  // Each times its slot's routing weight: phase 1b's one multiply a row
-  // (COMPACT: after the second grid sync, when warp 0's weights are seen).
+  // Each times its slot's routing weight after the second grid sync, when
+  // warp 0's weights are seen: phase 1b's one multiply a row.
   auto down_scale = [&](int q) {
     const int j = q / p.R;
     const int64_t n = n0 + (q - j * p.R);
-    const float sc = p.sd && n < n1 ? __ldg(p.sd + (int64_t)sid[j] * D + n) : 1.f;
-    return COMPACT ? sc : swt[j] * sc;
+    return p.sd && n < n1 ? __ldg(p.sd + (int64_t)sid[j] * D + n) : 1.f;
   };
   const int nss = p.k * p.R;
   const float ss0 = tid < nss ? down_scale(tid) : 1.f;
@@ -755,11 +749,11 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   TL_MARK();    // mark 5: this block's phase 1a done
   grid.sync();  // every h written (xs is free from here: hs shares its space)
   TL_MARK();    // mark 6: the second sync
-  if constexpr (COMPACT) {  // the routing weights (route_block): into the scales, out
-    for (int q = tid; q < nss; q += kThreads) ss[q] *= swt[q / p.R];  // (read after a barrier)
-    if (blockIdx.x == 0)
-      for (int j = tid; j < p.k; j += kThreads) p.wout[j] = swt[j], p.ids[j] = sid[j];
-  }
+  // The routing weights (route_block): into the scales (each thread its
+  // own; phase 1b reads them after the staging's barrier), and out.
+  for (int q = tid; q < nss; q += kThreads) ss[q] *= swt[q / p.R];
+  if (blockIdx.x == 0)
+    for (int j = tid; j < p.k; j += kThreads) p.wout[j] = swt[j], p.ids[j] = sid[j];
 
   // Phase 1b: h of every slot into shared memory (kHLoads loads in flight a
   // thread: one L2 round trip at Qwen3's shape), as f32 or for the tensor
