@@ -9,8 +9,9 @@ and, INGOT_MOE_TC=0, with f32 FMAs) and =0 (the composed kernels) at T = 1;
 the default (the kernel: bit-equal to the forced path); shapes the kernel
 leaves to the composition (T > 1, rows that are not whole 16-byte chunks);
 the Qwen3-30B-A3B expert shape; logits that tie exactly; f8 with h from
-subnormal to inf, and with h's 128-element groups at different scales; a
-captured graph.
+subnormal to inf, and with h's 128-element groups at different scales;
+every f8 down-weight byte (NaN, +-448, subnormals, +-0) at both halves of
+the tensor-core tiles; a captured graph.
 
 Tolerances: ids equal (operands drawn with no top-k logits closer than 16
 times the CPU's logit error: moe_ref.router_operands); routing weights
@@ -297,6 +298,29 @@ def test_cuda_special_values(monkeypatch):
     got = run(on_device(args))
     np.testing.assert_array_equal(got[2], want[2])
     assert np.isnan(got[0]).all() and np.isnan(want[0]).all()
+
+
+@needs_cuda
+def test_cuda_f8_weight_bytes(monkeypatch):
+    # The f8 tensor-core phase 1b converts its down bytes to f16 (ldmatrix
+    # tiles of 32 columns, two mma chains): every finite byte (+-448,
+    # subnormals, +-0) at columns of both halves of a tile, and NaN bytes
+    # (0x7F, 0xFF) in both halves, whose rows are NaN on both.
+    monkeypatch.setenv("INGOT_MOE_BLOCK", "1")
+    E, k, D, I = 16, 4, 256, 128
+    L = layer(E, k, D, I, F8)
+    finite = np.array([b for b in range(256) if b & 0x7F != 0x7F], np.uint8)
+    wd = np.stack([np.roll(finite, 37 * n)[:I] for n in range(D)])  # [D, I]
+    wd = np.broadcast_to(wd, (E, D, I)).copy()
+    nan_at = {3: (20, 0x7F), 5: (2, 0xFF), 7: (17, 0xFF), 9: (8, 0x7F)}
+    for n, (c, b) in nan_at.items():
+        wd[:, n, c] = b
+    L["wd"] = wd.view(F8)
+    got, want = device_against_cpu(L, k, True)
+    nan_rows = np.isnan(want[0][0])
+    assert sorted(np.flatnonzero(nan_rows)) == sorted(nan_at)
+    np.testing.assert_array_equal(np.isnan(got[0]), np.isnan(want[0]))
+    assert_y_scaled(got[0][:, ~nan_rows], want[0][:, ~nan_rows], k, D, I)
 
 
 @needs_cuda
