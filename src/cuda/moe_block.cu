@@ -242,7 +242,7 @@ __device__ void router_logits(const BlockParams &p, const float *xs,
 // before the wait (weights).
 __device__ __forceinline__ void router_pieces(const BlockParams &p, uint4 (&rw)[kNormLoads]) {
   const int64_t e = blockIdx.x;
-  const char *row = static_cast<const char *>(p.router) + e * p.D * (p.r_dt == INGOT_F32 ? 4 : 2);
+  const char *row = reinterpret_cast<const char *>(router_row(p, e));
 #pragma unroll
   for (int u = 0; u < kNormLoads; u++) {
     const int64_t i = threadIdx.x + u * kThreads;
