@@ -34,6 +34,11 @@ typedef struct ingot_rope_kv_options {
   bool neox;                           /* pairs (i, i + D/2); false: (2i, 2i+1) */
   const ingot_tensor *q_norm, *k_norm; /* float32 [D] or NULL (both or neither) */
   double eps;                          /* of the norms */
+  /* true: pos, inv_freq, the norms and the caches' rows other than pos[t]
+   * were not written by the op just before on this stream (a decode loop
+   * writes pos at the step's start), so CUDA's one-launch
+   * ingot_rope_kv_attention may read them while that op drains. false: after. */
+  bool settled;
 } ingot_rope_kv_options;
 
 /* The decode step's rope and cache write in one op: q and k (float32 [T, H,

@@ -339,7 +339,8 @@ ingot_tensor *ingot_rope_kv_write(const ingot_tensor *q, const ingot_tensor *k,
 }
 
 /* ROPE_KV_ATTENTION: ROPE_KV_WRITE's inputs, arguments and caches (out[1],
- * out[2]), farg[1] = scale; out[0] = the attention output float32 [T, Hq,
+ * out[2]), farg[1] = scale, iarg[7] = o->settled (a hint: no copy of
+ * in[3..6] made here); out[0] = the attention output float32 [T, Hq,
  * D] (fresh). Results: ROPE_KV_WRITE into a roped q, then ATTENTION_CACHED
  * of it (rope_kv_attention_compose). */
 ingot_tensor *ingot_rope_kv_attention(const ingot_tensor *q, const ingot_tensor *k,
@@ -354,6 +355,9 @@ ingot_tensor *ingot_rope_kv_attention(const ingot_tensor *q, const ingot_tensor 
   ingot_tensor *tmp[7] = {NULL};
   bool ok = rope_kv_args(op, q, k, v, pos, inv_freq, o, k_cache, v_cache, &a, tmp);
   a.farg[1] = scale;
+  /* settled holds for the caller's tensors, not for a copy made just now */
+  a.iarg[7] = o->settled && ok && tmp[3] == pos && tmp[4] == inv_freq && tmp[5] == o->q_norm &&
+              tmp[6] == o->k_norm;
   return run_into_caches(op, &a, ok, q->shape, q->device, tmp);
 }
 

@@ -10,7 +10,11 @@
 //    outputs), and before any early return: a block that exits without it
 //    could let the grid complete before its predecessor has, and the next
 //    kernel's own wait would then not cover the predecessor;
-//  - only immutable data (weights) is touched before pdl_wait().
+//  - only immutable data (weights) is touched before pdl_wait(), or data
+//    the op's caller vouches the op just before did not write
+//    (ingot_rope_kv_options.settled): its writers have completed, because
+//  - pdl_launch_dependents() comes only after pdl_wait() in every kernel,
+//    so when a kernel starts, all kernels before its predecessor are done.
 // pdl_launch_dependents() lets the next kernel's blocks launch early; without
 // it they launch as this grid's blocks retire. INGOT_NO_PDL (below) launches
 // normally (same results; for A/B measurement and debugging).

@@ -283,7 +283,10 @@ static ingot_tensor *layers_forward(ingot_model *m, const ingot_tensor *ids,
   dev_model *d = m->devm;
   int64_t hd = c->head_dim, nh = c->n_heads;
   double eps = c->rms_eps, scale = 1.0 / sqrt((double)hd);
-  ingot_rope_kv_options ro = {.neox = c->rope_neox, .eps = eps};
+  /* settled: pos is written before the embedding lookup, the norms and
+   * frequencies at load, the caches only by the attention itself; the op
+   * before each attention is its q|k|v product. */
+  ingot_rope_kv_options ro = {.neox = c->rope_neox, .eps = eps, .settled = true};
   ingot_tensor *x = ingot_qget_rows(d->embd.t, d->embd.type, d->embd.cols, ids);
   for (int l = 0; l < c->n_layers && x; l++) {
     const dev_layer *L = &d->layers[l];

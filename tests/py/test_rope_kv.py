@@ -22,7 +22,8 @@ from test_model_device import rope_ref
 
 
 class RopeKvOpts(ctypes.Structure):
-    _fields_ = [("neox", ctypes.c_bool), ("q_norm", P), ("k_norm", P), ("eps", ctypes.c_double)]
+    _fields_ = [("neox", ctypes.c_bool), ("q_norm", P), ("k_norm", P), ("eps", ctypes.c_double),
+                ("settled", ctypes.c_bool)]
 
 
 sig("ingot_rope_kv_write", P, P, P, P, P, P, ctypes.POINTER(RopeKvOpts), P, P)

@@ -18,7 +18,9 @@ sizes of the CUDA kernel), head_dim 64/128/80 (and
 6, 66: the kernel's scalar loads), with and without q/k norm, neox and not,
 float32 and float16 caches, positions 0, small, past one block's kTile rows,
 ctx - 1 and outside [0, ctx) (CUDA: nothing written, the position clamped),
-NaN in k, graph replays at several positions.
+NaN in k, graph replays at several positions; the options' settled hint
+(CUDA reads pos and the old rows before its PDL wait) against the same
+calls without it, bit for bit.
 """
 import ctypes
 
@@ -50,10 +52,12 @@ def case(T, hq, hkv, dh, ctx, pos, cache_dt=np.float32, norm=False):
                 hkv=hkv, dh=dh, scale=1.0 / np.sqrt(dh))
 
 
-def run(c, neox, dev=None, fused=True, as_strided=False, roped_q=False):
+def run(c, neox, dev=None, fused=True, as_strided=False, roped_q=False, settled=False):
     """The op (fused) or rope_kv_write + attention_cached on dev (None: CPU):
     (attention output, k cache, v cache) as numpy, and with roped_q (two
-    ops) the roped q."""
+    ops) the roped q. settled: the options' hint (CUDA's one launch then
+    reads pos, the norms, the frequencies and the old cache rows before its
+    PDL wait)."""
     mv = (lambda t: to_device(t, dev)) if dev is not None else (lambda t: t)
     T, hq, hkv, dh = c["qkv"].shape[0], c["hq"], c["hkv"], c["dh"]
     if as_strided:
@@ -63,7 +67,7 @@ def run(c, neox, dev=None, fused=True, as_strided=False, roped_q=False):
         q, k, v = views(mv(tensor(c["qkv"])), T, hq, hkv, dh)
     kc, vc = mv(tensor(c["kc"])), mv(tensor(c["vc"]))
     wq, wk = (mv(tensor(c["w"][0])), mv(tensor(c["w"][1]))) if c["w"] else (None, None)
-    o = RopeKvOpts(neox, wq.ptr if wq else None, wk.ptr if wk else None, EPS)
+    o = RopeKvOpts(neox, wq.ptr if wq else None, wk.ptr if wk else None, EPS, settled)
     pos, inv = mv(tensor(c["pos"])), mv(tensor(c["inv"]))
     if fused:
         out = call("ingot_rope_kv_attention", q, k, v, pos, inv, ctypes.byref(o), kc, vc,
@@ -105,6 +109,7 @@ def test_rope_kv_attention_is_the_two_ops(neox, norm, cache_dt, T, hq, hkv, dh, 
     c = case(T, hq, hkv, dh, ctx, pos, cache_dt, norm)
     got = run(c, neox)
     equal(got, run(c, neox, fused=False))
+    equal(got, run(c, neox, settled=True))  # a hint the CPU has no use for
     close(got, numpy_ref(c, neox), 1e-4, 1e-4)
     equal(got, run(c, neox, as_strided=True))  # step-2 views: copied, same bits
 
@@ -213,6 +218,32 @@ def test_cuda_rope_kv_attention_decode(neox, norm, hq, hkv, dh):
 
 
 @needs_cuda
+@pytest.mark.parametrize("norm", [False, True])
+@pytest.mark.parametrize("hq,hkv,dh", [(32, 4, 128), (8, 2, 64), (4, 4, 80)])
+@pytest.mark.parametrize("cache_dt", [np.float32, np.float16])
+def test_cuda_rope_kv_attention_settled(norm, hq, hkv, dh, cache_dt):
+    """settled (pos and the old rows read before the PDL wait): the same bits
+    as without it at every position kind (first batch, past a block's kTile
+    rows, the last row, outside [0, ctx): clamped, nothing written), and the
+    CPU's values; with step-2 (copied) inputs too."""
+    ctx = 2048
+    for p in (0, 3, 1100, ctx - 1, -1, 5000):
+        c = case(1, hq, hkv, dh, ctx, [p], cache_dt, norm)
+        got = run(c, True, CUDA, settled=True)
+        equal(got, run(c, True, CUDA))
+        if 0 <= p < ctx:
+            want = run(c, True)
+            if cache_dt == np.float32:
+                close(got, want, 1e-4, 1e-5)
+            else:
+                np.testing.assert_allclose(got[0], cpu_attention_over(c, True, got[1], got[2]),
+                                           rtol=1e-4, atol=1e-5)
+        else:
+            equal(got[1:], (c["kc"], c["vc"]))
+    equal(run(c, False, CUDA, as_strided=True, settled=True), run(c, False, CUDA))
+
+
+@needs_cuda
 @pytest.mark.parametrize("T,ctx", [(1, 9000), (3, 40), (70, 300)])
 def test_cuda_rope_kv_attention_composed_paths(T, ctx):
     """Outside the one-launch path (a longer cache, several rows): the two kernels."""
@@ -280,16 +311,18 @@ def test_cuda_rope_kv_attention_env_switch(monkeypatch):
 
 @needs_cuda
 @pytest.mark.parametrize("cache_dt", [np.float32, np.float16])
-def test_cuda_rope_kv_attention_graph_replays(cache_dt):
+@pytest.mark.parametrize("settled", [False, True])
+def test_cuda_rope_kv_attention_graph_replays(cache_dt, settled):
     """One capture replayed at several positions (q|k|v and pos rewritten in
-    place): output and caches bit-equal to the op run eagerly on twin caches."""
+    place, outside the graph): output and caches bit-equal to the op run
+    eagerly on twin caches, with the options' settled hint or without."""
     hq, hkv, dh, ctx = 8, 2, 128, 1024
     c = case(1, hq, hkv, dh, ctx, [0], cache_dt, norm=True)
     dqkv, dpos = to_device(tensor(c["qkv"])), to_device(tensor(c["pos"]))
     q, k, v = views(dqkv, 1, hq, hkv, dh)
     dinv = to_device(tensor(c["inv"]))
     wq, wk = to_device(tensor(c["w"][0])), to_device(tensor(c["w"][1]))
-    o = RopeKvOpts(True, wq.ptr, wk.ptr, EPS)
+    o = RopeKvOpts(True, wq.ptr, wk.ptr, EPS, settled)
     gkc, gvc = to_device(tensor(c["kc"])), to_device(tensor(c["vc"]))
     ekc, evc = to_device(tensor(c["kc"])), to_device(tensor(c["vc"]))
     step = lambda kc, vc: call("ingot_rope_kv_attention", q, k, v, dpos, dinv, ctypes.byref(o),
