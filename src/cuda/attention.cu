@@ -577,7 +577,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
   }
   const int nv = D / V, grp = threadIdx.x / lr, sub = threadIdx.x % lr, ngrp = NT / lr;
   const int64_t rs = (int64_t)Hkv * D;  // elements from one cache row to the next
-  int npos = 0, chunk = 0, start = 0, n = 0, jnew = -1, p = 0;
+  int npos = 0, chunk = 0, start = 0, n = 0, jnew = -1, prow = 0;
   int64_t first = 0;
   bool holds = false, prev = false, prek = false;
   // ROPE: the first tile's V rows and first batch of K rows (the rows of
@@ -588,13 +588,13 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
   // The live rows 0..pos[t] split evenly over the cluster (read on the
   // device, so a captured launch fits every position); t = 0 with ROPE.
   auto live_rows = [&]() {
-    p = pos[t];
-    npos = clamp_pos(p, ctx) + 1, chunk = (npos + kCluster - 1) / kCluster;
+    prow = pos[t];  // the new row
+    npos = clamp_pos(prow, ctx) + 1, chunk = (npos + kCluster - 1) / kCluster;
     start = min(r * chunk, npos), n = min(start + chunk, npos) - start;
     first = (int64_t)start * rs + (int64_t)(h / (Hq / Hkv)) * D;
     if constexpr (ROPE) {
-      holds = p >= 0 && p < ctx && p >= start && p < start + n;  // uniform
-      if (holds) jnew = p - start;
+      holds = prow >= 0 && prow < ctx && prow >= start && prow < start + n;  // uniform
+      if (holds) jnew = prow - start;
       if (n > 0) {
         const int nt = min(kTile, n);
         load_rows<C, V, true, false>(vc + first, rs, grp, ngrp, nt, sub, lr, nv, xv, jnew, rv);
@@ -662,7 +662,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
       TL_MARK();  // mark 2 (ROPE): q has arrived, normed
       __syncwarp();
       const bool writer = holds && h % (Hq / Hkv) == 0;
-      const int64_t crow = ((int64_t)p * Hkv + kvh0) * D;
+      const int64_t crow = ((int64_t)prow * Hkv + kvh0) * D;
       if (w == 2) {
         for (int i = lane; i < D; i += 32) {
           const C c = from_acc<C>(y[i]);
@@ -674,7 +674,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
         for (int u = 0; u < HR / 2; u++) {  // pairs apart: in place per lane
           const int i = lane + 32 * u;
           if (i >= D / 2) break;
-          const RopePair rp = rope_pair(y, i, D / 2, p, hf[u], R.neox);
+          const RopePair rp = rope_pair(y, i, D / 2, prow, hf[u], R.neox);
           if (w == 0) {
             y[rp.a] = rp.y0, y[rp.b] = rp.y1;
           } else {
