@@ -427,13 +427,14 @@ static void bench_linalg(bench_ctx *c) {
 #define MOE_INPUTS 4
 typedef struct moe_arg {
   ingot_tensor *x[MOE_INPUTS], *norm, *wg, *gate_up, *down, *s_gu, *s_d;
+  ingot_tensor *mail; /* the op's mailbox (int64 [E], zero), as the model passes it */
   ingot_graph *graph[MOE_INPUTS];
   ingot_tensor *gy[MOE_INPUTS]; /* the outputs the graphs write */
 } moe_arg;
 
 static ingot_tensor *moe_layer(const moe_arg *m, const ingot_tensor *x) {
   return ingot_moe_block(x, m->norm, 1e-6, m->wg, 8, true, m->gate_up, m->s_gu, m->down, m->s_d,
-                         NULL, NULL);
+                         m->mail, NULL, NULL);
 }
 
 static ingot_tensor *run_moe(void *p, int iter) {
@@ -475,7 +476,8 @@ static void bench_moe(bench_ctx *c, bool fp8) {
   m.gate_up = randn_as(3, (int64_t[]){E, 2 * I, H}, wdt, c->dev);
   m.down = randn_as(3, (int64_t[]){E, H, I}, wdt, c->dev);
   m.norm = ingot_full(1, (int64_t[]){H}, 1.0, INGOT_F32, c->dev);
-  bool ok = m.wg && m.gate_up && m.down && m.norm;
+  m.mail = ingot_zeros(1, (int64_t[]){E}, INGOT_I64, c->dev);
+  bool ok = m.wg && m.gate_up && m.down && m.norm && m.mail;
   if (fp8) {
     m.s_gu = ingot_full(2, (int64_t[]){E, 2 * I}, 0.02, INGOT_F32, c->dev);
     m.s_d = ingot_full(2, (int64_t[]){E, H}, 0.02, INGOT_F32, c->dev);
@@ -500,6 +502,7 @@ static void bench_moe(bench_ctx *c, bool fp8) {
     ingot_release(m.x[i]);
   }
   ingot_release(m.norm);
+  ingot_release(m.mail);
   ingot_release(m.wg);
   ingot_release(m.gate_up);
   ingot_release(m.down);

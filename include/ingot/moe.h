@@ -81,12 +81,17 @@ ingot_tensor *ingot_moe_experts_add(const ingot_tensor *res, const ingot_tensor 
  * return when not NULL. x f32 [T,D]; norm f32 [D]; router [E,D] float;
  * gate_up_w [E,2I,D]; down_w [E,D,I]. On CUDA at T = 1 one kernel does the
  * router, the routing and both expert products (INGOT_MOE_BLOCK=0: the three
- * ops' kernels); otherwise, and on the CPU, the three ops' kernels run. */
+ * ops' kernels); otherwise, and on the CPU, the three ops' kernels run.
+ * mailbox: NULL, or int64 [>= E] on x's device, zero (and left zero): the
+ * one kernel then hands the router's logits over through it instead of a
+ * grid barrier. One tensor serves every call on a stream; calls that may
+ * run at once need their own. The results are the same either way. */
 ingot_tensor *ingot_moe_block(const ingot_tensor *x, const ingot_tensor *norm, double eps,
                               const ingot_tensor *router, int k, bool renorm,
                               const ingot_tensor *gate_up_w, const ingot_tensor *gate_up_scale,
                               const ingot_tensor *down_w, const ingot_tensor *down_scale,
-                              ingot_tensor **weights, ingot_tensor **ids);
+                              const ingot_tensor *mailbox, ingot_tensor **weights,
+                              ingot_tensor **ids);
 
 #ifdef __cplusplus
 }

@@ -30,8 +30,11 @@
  * MOE_BLOCK:   in[0] x f32 [T,D], in[1] norm f32 [D], in[2] router [E,D]
  *              f32/bf16/f16, in[3] gate_up w [E,2I,D], in[4] its scale or
  *              NULL, in[5] down w [E,D,I], in[6] its scale or NULL (weights
- *              as MOE_GATE_UP's); iarg[0] = k, iarg[1] = renorm, farg[0] =
- *              eps; out[0] y f32 [T,D], out[1] weights f32 [T,k], out[2] ids
+ *              as MOE_GATE_UP's), in[7] a mailbox int64 [>= E] or NULL
+ *              (contiguous, zero; a kernel that uses it leaves it zero;
+ *              the results do not depend on it); iarg[0] = k, iarg[1] =
+ *              renorm, farg[0] = eps; out[0] y f32 [T,D], out[1] weights f32
+ *              [T,k], out[2] ids
  *              int32 [T,k]: MOE_ROUTE (nin 3) of x, then MOE_GATE_UP of its
  *              xn, then MOE_DOWN with res = x (moe_block_compose), up to the
  *              order of each f32 sum. T >= 1, D >= 1, I >= 1. */
@@ -346,7 +349,8 @@ ingot_tensor *ingot_moe_block(const ingot_tensor *x, const ingot_tensor *norm, d
                               const ingot_tensor *router, int k, bool renorm,
                               const ingot_tensor *gate_up_w, const ingot_tensor *gate_up_scale,
                               const ingot_tensor *down_w, const ingot_tensor *down_scale,
-                              ingot_tensor **weights, ingot_tensor **ids) {
+                              const ingot_tensor *mailbox, ingot_tensor **weights,
+                              ingot_tensor **ids) {
   const char *op = "moe_block";
   if (weights) *weights = NULL;
   if (ids) *ids = NULL;
@@ -373,8 +377,14 @@ ingot_tensor *ingot_moe_block(const ingot_tensor *x, const ingot_tensor *norm, d
   if (T > (1 << 24) || I < 1)
     return ingot_fail(INGOT_ERR_SHAPE, "%s: %s", op,
                       I < 1 ? "I must be at least 1" : "T too large");
+  if (mailbox && !check_tensors(op, 2, (const ingot_tensor *[]){x, mailbox})) return NULL;
+  if (mailbox && (mailbox->dtype != INGOT_I64 || mailbox->ndim != 1 || mailbox->shape[0] < E ||
+                  !ingot_is_contiguous(mailbox)))
+    return ingot_fail(INGOT_ERR_SHAPE, "%s: mailbox must be contiguous int64 [>= %lld] (E)", op,
+                      (long long)E);
   int64_t yshape[2] = {T, D}, kshape[2] = {T, k};
-  ingot_op_args a = {.op = INGOT_OP_MOE_BLOCK, .nin = 7, .nout = 3};
+  ingot_op_args a = {.op = INGOT_OP_MOE_BLOCK, .nin = 8, .nout = 3};
+  a.in[7] = (ingot_tensor *)mailbox; /* borrowed: zero in, zero out */
   const ingot_tensor *src[7] = {x, norm, router, gate_up_w, gate_up_scale, down_w, down_scale};
   bool ok = true;
   for (int i = 0; i < 7; i++) {

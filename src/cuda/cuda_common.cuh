@@ -198,6 +198,17 @@ __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, uint64_
                "l"(policy)
                : "memory");
 }
+// 64-bit loads and stores, relaxed at gpu scope: single-copy atomic, so a
+// flag and its value in one word arrive together (polled mailboxes).
+__device__ __forceinline__ unsigned long long ld_relaxed_u64(const unsigned long long *p) {
+  unsigned long long v;
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_relaxed_u64(unsigned long long *p, unsigned long long v) {
+  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;" ::: "memory");
 }

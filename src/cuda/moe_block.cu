@@ -13,7 +13,10 @@
 //   squares: logit = dot / rms, one barrier before the grid sync instead of
 //   three and no router dot loop (code -21 to -24 %; H200, nineteenth
 //   session: routed 1.1 us sooner, decode +2.2 % bf16, +3.5 % fp8). Grid
-//   sync. Every block then routes the E logits itself (each thread ranks its
+//   sync; or, given a mailbox (the compact kernel), block e posts its logit
+//   there as one 64-bit word with a flag and every block polls the E words
+//   it needs instead (no barrier; block e clears word e after the second
+//   sync). Every block then routes the E logits itself (each thread ranks its
 //   logits' keys against all E: the order of route_warp_keys, at once;
 //   E > 1024: the routing warp; weights by route_weights); block 0 writes
 //   weights and ids. The other warps do not wait for warp 0's weights (the
@@ -114,6 +117,7 @@ struct BlockParams {
   int32_t *ids;     // [k]
   float *logits;    // scratch [E]
   float *h;         // scratch [k][I]
+  unsigned long long *mail;  // in[7] or NULL: [E] zero (left zero); logit e as 1 << 32 | bits
 };
 
 // A float16ish router chunk's piece q (4 elements) by runtime dtype.
@@ -294,8 +298,13 @@ __device__ void stage_x_logit(const BlockParams &p, float *xs, const float4 (&nw
   for (int w = 0; w < kWarps; w++) tss += part[w].x, td += part[w].y;
   const float iv = inv_rms(tss, (float)D, p.eps);
   // iv 0 (the squares overflow): xn is 0, so is the logit (td may be inf)
-  if (threadIdx.x == 0 && (int)blockIdx.x < p.E)
-    __stcg(p.logits + blockIdx.x, iv == 0.f ? 0.f : td * iv);
+  if (threadIdx.x == 0 && (int)blockIdx.x < p.E) {
+    const float l = iv == 0.f ? 0.f : td * iv;
+    if (p.mail)
+      st_relaxed_u64(p.mail + blockIdx.x, 1ull << 32 | __float_as_uint(l));
+    else
+      __stcg(p.logits + blockIdx.x, l);
+  }
 #pragma unroll
   for (int u = 0; u < kNormLoads; u++) {
     const int64_t kk = 4 * ((int64_t)threadIdx.x + u * kThreads);
@@ -438,7 +447,15 @@ __device__ void route_block(const BlockParams &p, float *ls, unsigned long long 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const bool ranks = COMPACT || p.E <= kRankE;
   for (int e = tid; e < p.E; e += kThreads) {
-    const float l = __ldcg(p.logits + e);
+    float l;
+    if (COMPACT && p.mail) {  // block e's post: its flag and logit in one word
+      unsigned long long v;
+      while (!((v = ld_relaxed_u64(p.mail + e)) >> 32)) {
+      }
+      l = __uint_as_float((unsigned)v);
+    } else {
+      l = __ldcg(p.logits + e);
+    }
     ls[e] = l;
     if (ranks) keys[e] = route_key(l, e);
   }
@@ -654,7 +671,9 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
     router_logits<VEC>(p, xs, first);
   }
   TL_MARK();  // mark 1: this block's router rows done
-  grid.sync();
+  // With a mailbox the blocks wait only for the logits, in route_block
+  // (H200, twenty-first session: decode +1.0 % bf16, +0.9 % fp8).
+  if (!COMPACT || !p.mail) grid.sync();
   TL_MARK();                                    // mark 2: every router row done
   route_block<COMPACT>(p, ls, keys, sid, swt);  // ids in [0, E): no range checks below
   TL_MARK();  // mark 3: routed
@@ -748,6 +767,9 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(BlockParams p) {
   for (int q = tid + kThreads; q < nss; q += kThreads) ss[q] = down_scale(q);
   TL_MARK();    // mark 5: this block's phase 1a done
   grid.sync();  // every h written (xs is free from here: hs shares its space)
+  // Every block has read the mailbox (in its routing): left zero for the next call.
+  if (COMPACT && p.mail && tid == 0 && (int)blockIdx.x < p.E)
+    st_relaxed_u64(p.mail + blockIdx.x, 0);
   TL_MARK();    // mark 6: the second sync
   // The routing weights (route_block): into the scales (each thread its
   // own; phase 1b reads them after the staging's barrier), and out.
@@ -947,7 +969,7 @@ cudaError_t launch_dt(int wdt, bool tc, const BlockParams &p, int grid, int dev,
 
 bool aligned16(const void *p) { return (uintptr_t)p % 16 == 0; }
 
-// in: x, norm, router, gate_up w, its scale, down w, its scale (ops_moe.c).
+// in: x, norm, router, gate_up w, its scale, down w, its scale, mailbox (ops_moe.c).
 ingot_status k_moe_block(ingot_op_args *a) {
   ingot_tensor *y = a->out[0];
   ingot_status st = cuda_use_device_of(y);
@@ -991,6 +1013,7 @@ ingot_status k_moe_block(ingot_op_args *a) {
   p.wout = (float *)ingot_tensor_data(a->out[1]);
   p.ids = (int32_t *)ingot_tensor_data(a->out[2]);
   p.h = scratch, p.logits = scratch + k * I;
+  p.mail = a->nin > 7 && a->in[7] ? (unsigned long long *)ingot_tensor_data(a->in[7]) : NULL;
   // bf16 and f8 phase 1b on tensor cores where the down rows are whole
   // 128-byte lines; INGOT_MOE_TC=0 (read per call): f32 FMAs as other dtypes
   const bool tc = (wdt == INGOT_BF16 || wdt == INGOT_F8E4M3FN) && (I * es) % 128 == 0 &&

@@ -132,6 +132,10 @@ bool dev_model_alloc(ingot_model *m, ingot_device dev) {
   d->pos = ingot_zeros(1, (int64_t[]){1}, INGOT_I32, dev);
   d->arrivals = ingot_zeros(1, (int64_t[]){c->n_heads + 2 * c->n_kv_heads}, INGOT_I32, dev);
   if (!d->inv_freq || !d->logits || !d->tok || !d->pos || !d->arrivals) return false;
+  /* one mailbox for every layer: the layers run one after another on a stream */
+  if (c->n_experts > 0 &&
+      !(d->moe_mail = ingot_zeros(1, (int64_t[]){c->n_experts}, INGOT_I64, dev)))
+    return false;
   for (int l = 0; l < c->n_layers; l++)
     if (!(d->layers[l].k_cache = new_cache(c, dev)) || !(d->layers[l].v_cache = new_cache(c, dev)))
       return false;
@@ -194,7 +198,8 @@ void dev_model_free(dev_model *d) {
     }
     free(d->layers);
   }
-  ingot_tensor *ts[] = {d->out_norm, d->inv_freq, d->logits, d->tok, d->pos, d->arrivals};
+  ingot_tensor *ts[] = {d->out_norm, d->inv_freq, d->logits,  d->tok,
+                        d->pos,      d->arrivals, d->moe_mail};
   for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) ingot_release(ts[i]);
   dev_weight_release(&d->embd);
   dev_weight_release(&d->lm_head);
@@ -296,7 +301,7 @@ static ingot_tensor *layers_forward(ingot_model *m, const ingot_tensor *ids,
     ingot_tensor *att = attn_out(c, d, L, x, pos, T, &ro, scale);
     x = dev_linear_ex(ingot_view(att, 2, (int64_t[]){T, nh * hd}), &L->wo, NULL, 0, x);
     if (L->sparse) {
-      x = dev_moe_forward(&L->moe, c, x, L->ffn_norm, eps);
+      x = dev_moe_forward(&L->moe, c, x, L->ffn_norm, eps, d->moe_mail);
     } else {
       x = mlp_forward(c, L, x);
     }

@@ -46,6 +46,7 @@ typedef struct dev_model {
   ingot_tensor *tok;      /* int64 [1]: the decode step's token (an index: no cast a step) */
   ingot_tensor *pos;      /* int32 [1]: its position */
   ingot_tensor *arrivals; /* int32 [n_heads + 2 n_kv_heads], zero: qmatmul_rope_kv's counters */
+  ingot_tensor *moe_mail; /* int64 [n_experts], zero: moe_block's mailbox (MoE models) */
 } dev_model;
 
 #define DEV_CHUNK 512 /* prefill rows per pass (one launch set per chunk and layer) */
@@ -71,9 +72,10 @@ bool dev_moe_init(const struct moe_weights *w, const ingot_model_config *c, int 
                   ingot_device dev, dev_moe *out);
 void dev_moe_free(dev_moe *m);
 /* x + the sparse MLP of rms_norm(x, norm, eps) (x [T, dim] f32, the
- * residual stream): f32 [T, dim], in the caller's scope. */
+ * residual stream): f32 [T, dim], in the caller's scope. mail: the model's
+ * moe_block mailbox (int64 [n_experts], zero) or NULL. */
 ingot_tensor *dev_moe_forward(const dev_moe *m, const ingot_model_config *c, const ingot_tensor *x,
-                              const ingot_tensor *norm, double eps);
+                              const ingot_tensor *norm, double eps, const ingot_tensor *mail);
 /* m->devm with its layer slots, KV caches, RoPE frequencies (m->inv_freq),
  * logits and step tensors on dev; no weights yet. */
 bool dev_model_alloc(struct ingot_model *m, ingot_device dev);

@@ -104,7 +104,7 @@ static ingot_tensor *router_rows(const dev_weight *w) {
 /* x + the block of rms_norm(x, norm, eps). Inside the caller's scope: every
  * temporary, route's outputs included, goes there. */
 ingot_tensor *dev_moe_forward(const dev_moe *m, const ingot_model_config *c, const ingot_tensor *x,
-                              const ingot_tensor *norm, double eps) {
+                              const ingot_tensor *norm, double eps, const ingot_tensor *mail) {
   ingot_tensor *weights = NULL, *ids = NULL, *rows = NULL, *xb = NULL;
   int k = c->n_experts_used;
   bool renorm = c->norm_topk_prob;
@@ -117,7 +117,7 @@ ingot_tensor *dev_moe_forward(const dev_moe *m, const ingot_model_config *c, con
   /* Without a shared expert the whole block is one op (one kernel on CUDA at T = 1). */
   if (decode && f32 && !m->has_shared)
     return ingot_moe_block(x, norm, eps, rows, k, renorm, m->gate_up, m->gate_up_scale, m->down,
-                           m->down_scale, NULL, NULL);
+                           m->down_scale, mail, NULL, NULL);
   if (decode && f32) {
     if (ingot_moe_route_linear_norm(x, norm, eps, rows, k, renorm, &xb, &weights, &ids))
       return NULL;

@@ -15,7 +15,7 @@ sig("ingot_moe_route_linear", I, P, P, ctypes.c_int, B, OUT, OUT)
 sig("ingot_moe_route_linear_norm", I, P, P, D, P, ctypes.c_int, B, OUT, OUT, OUT)
 sig("ingot_moe_experts", P, P, P, P, P, P, P, P)
 sig("ingot_moe_experts_add", P, P, P, P, P, P, P, P, P)
-sig("ingot_moe_block", P, P, P, D, P, ctypes.c_int, B, P, P, P, P, OUT, OUT)
+sig("ingot_moe_block", P, P, P, D, P, ctypes.c_int, B, P, P, P, P, P, OUT, OUT)
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F8 = np.dtype(ml_dtypes.float8_e4m3fn)

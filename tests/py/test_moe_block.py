@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from cuda_diff import check_graph_replays, needs_cuda, to_device
-from ingot_ctypes import IngotError, call, out_ptr, take, tensor, to_numpy, transposed
+from ingot_ctypes import IngotError, call, out_ptr, strided, take, tensor, to_numpy, transposed
 from moe_ref import (BF16, F8, F16, F32, down_ref, dot_tol, gate_up_ref, rand_weights,
                      route_ref, router_operands, router_rtol)
 
@@ -45,10 +45,13 @@ def layer(E, k, D, I, wdt, rdt=F32, T=1):
     return dict(x=x, nw=nw, router=router, wgu=wgu, sgu=sgu, wd=wd, sd=sd, err=err)
 
 
-def block_args(L, k, renorm):
-    """ingot_moe_block's arguments (CPU tensors) before the two out slots."""
+def block_args(L, k, renorm, mail=False):
+    """ingot_moe_block's arguments (CPU tensors) before the two out slots;
+    mail: a mailbox (int64 [E] zeros), else NULL."""
+    E = L["router"].shape[0]
     return (tensor(L["x"]), tensor(L["nw"]), EPS, tensor(L["router"]), k, renorm,
-            tensor(L["wgu"]), opt(L["sgu"]), tensor(L["wd"]), opt(L["sd"]))
+            tensor(L["wgu"]), opt(L["sgu"]), tensor(L["wd"]), opt(L["sd"]),
+            tensor(np.zeros(E, np.int64)) if mail else None)
 
 
 def on_device(args):
@@ -134,6 +137,30 @@ def test_errors_change_nothing():
         args[4] = kk
         with pytest.raises(IngotError):
             call("ingot_moe_block", *args, None, None)
+    # mailbox: int64 [>= E], contiguous
+    for bad_mail in (np.zeros(E, np.int32), np.zeros(E - 1, np.int64), np.zeros((E, 1), np.int64),
+                     np.zeros(2 * E, np.int64)[::2]):
+        args = list(good)
+        args[10] = tensor(bad_mail) if bad_mail.base is None else strided(bad_mail)
+        ws, ids = out_ptr(), out_ptr()
+        with pytest.raises(IngotError, match="mailbox"):
+            call("ingot_moe_block", *args, ws, ids)
+        assert not ws.contents.value and not ids.contents.value
+
+
+def test_cpu_ignores_the_mailbox():
+    # The CPU runs the three ops: a mailbox changes nothing and stays zero.
+    E, k, D, I = 16, 4, 64, 32
+    L = layer(E, k, D, I, BF16)
+    args = block_args(L, k, True, mail=True)
+    got, want = run(args), run(block_args(L, k, True))
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    np.testing.assert_array_equal(to_numpy(args[-1]), np.zeros(E, np.int64))
+    args = list(args)
+    args[-1] = tensor(np.zeros(2 * E, np.int64))  # longer than E: allowed
+    for g, w in zip(run(args), want):
+        np.testing.assert_array_equal(g, w)
 
 
 # ---- CUDA ----
@@ -338,17 +365,54 @@ def test_cuda_huge_x(monkeypatch):
     np.testing.assert_array_equal(got[0], want[0])
 
 
+@pytest.mark.parametrize("with_mail", [False, True], ids=["barrier", "mailbox"])
 @needs_cuda
-def test_cuda_graph_replays(monkeypatch):
+def test_cuda_graph_replays(with_mail, monkeypatch):
     # Captured once, replayed on new x: every replay equals an eager call (the
-    # kernel's sums are in a fixed order: the same bits).
+    # kernel's sums are in a fixed order: the same bits), with the mailbox too
+    # (it must come back zero from every replay for the next).
     monkeypatch.setenv("INGOT_MOE_BLOCK", "1")
     E, k, D, I = 32, 4, 256, 64
     L = layer(E, k, D, I, BF16)
     dev = [to_device(tensor(L[n])) for n in ("nw", "router", "wgu", "wd")]
+    mail = to_device(tensor(np.zeros(E, np.int64))) if with_mail else None
 
     def fn(x):
         return call("ingot_moe_block", x, dev[0], EPS, dev[1], k, True, dev[2], None, dev[3],
-                    None, None, None)
+                    None, mail, None, None)
 
     check_graph_replays(fn, (1, D), np.float32, RNG)
+    if mail is not None:
+        np.testing.assert_array_equal(to_numpy(mail), np.zeros(E, np.int64))
+
+
+@pytest.mark.parametrize("wdt", [BF16, F8], ids=lambda d: NAMES[d])
+@pytest.mark.parametrize("E,k,D,I", SHAPES)
+@needs_cuda
+def test_cuda_mailbox(wdt, E, k, D, I, monkeypatch):
+    # The logits through the mailbox instead of the grid barrier (the compact
+    # kernel; the others ignore it): the same bits as without, call after
+    # call, and the mailbox left zero each time.
+    monkeypatch.setenv("INGOT_MOE_BLOCK", "1")
+    L = layer(E, k, D, I, wdt)
+    plain = on_device(block_args(L, k, True))
+    mailed = on_device(block_args(L, k, True, mail=True))
+    want = run(plain)
+    for _ in range(3):
+        got = run(mailed)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+        np.testing.assert_array_equal(to_numpy(mailed[-1]), np.zeros(E, np.int64))
+
+
+@needs_cuda
+def test_cuda_mailbox_errors():
+    # On another device than x: rejected, nothing written.
+    E, k, D, I = 8, 2, 32, 16
+    L = layer(E, k, D, I, BF16)
+    args = list(on_device(block_args(L, k, True)))
+    args[-1] = tensor(np.zeros(E, np.int64))  # on the CPU
+    ws, ids = out_ptr(), out_ptr()
+    with pytest.raises(IngotError):
+        call("ingot_moe_block", *args, ws, ids)
+    assert not ws.contents.value and not ids.contents.value
