@@ -25,6 +25,14 @@ bool check_tensors(const char *op, int n, const ingot_tensor *const *ts) {
   return true;
 }
 
+bool check_scratch(const char *op, const char *name, const ingot_tensor *t, ingot_dtype dt,
+                   int64_t n, const char *why) {
+  if (t->dtype == dt && t->ndim == 1 && t->shape[0] >= n && ingot_is_contiguous(t)) return true;
+  ingot_set_error(INGOT_ERR_SHAPE, "%s: '%s' must be contiguous %s [>= %lld] (%s)", op, name,
+                  ingot_dtype_name(dt), (long long)n, why);
+  return false;
+}
+
 int normalize_dim(const char *op, int dim, int ndim) {
   int n = ndim > 0 ? ndim : 1;
   if (dim < -n || dim >= n) {

@@ -74,6 +74,11 @@ ingot_tensor *wrapped_scalar(double value, ingot_device dev);
 /* True when all n tensors are non-NULL (else keeps or sets an error) and on
  * one device (else sets an error naming op). */
 bool check_tensors(const char *op, int n, const ingot_tensor *const *ts);
+/* A caller-kept scratch tensor (counters, a mailbox): contiguous, 1-D, of
+ * dtype dt and at least n elements; else an error "'name' must be contiguous
+ * <dtype> [>= n] (why)" and false. */
+bool check_scratch(const char *op, const char *name, const ingot_tensor *t, ingot_dtype dt,
+                   int64_t n, const char *why);
 /* Normalise dim into [0, ndim) (ndim 0 accepts -1 and 0); -1 + error if out of range. */
 int normalize_dim(const char *op, int dim, int ndim);
 /* Bitmask of dims (NULL/0 = all); returns false + error on bad or repeated dims. */

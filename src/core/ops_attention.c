@@ -435,12 +435,8 @@ static ingot_tensor *qmatmul_rope_kv_op(const char *op, ingot_op code, const ing
                       op, (long long)N, (long long)hkv, (long long)D);
   const int64_t hq = N / D - 2 * hkv, qshape[3] = {T, hq, D};
   const ingot_tensor *ar = o->arrivals;
-  if (ar &&
-      (ar->dtype != INGOT_I32 || ar->ndim != 1 || ar->shape[0] < N / D || !ingot_is_contiguous(ar)))
-    return ingot_fail(INGOT_ERR_SHAPE,
-                      "%s: 'arrivals' must be contiguous int32 [>= %lld] (one counter "
-                      "a q, k or v head)",
-                      op, (long long)(N / D));
+  if (ar && !check_scratch(op, "arrivals", ar, INGOT_I32, N / D, "one counter a q, k or v head"))
+    return NULL;
   if (code == INGOT_OP_QMATMUL_ROPE_KV_ATTENTION) { /* attention_cached's rules on the roped q */
     if (hq % hkv)
       return ingot_fail(INGOT_ERR_SHAPE, "%s: %lld query heads are not a multiple of %lld kv heads",

@@ -377,11 +377,9 @@ ingot_tensor *ingot_moe_block(const ingot_tensor *x, const ingot_tensor *norm, d
   if (T > (1 << 24) || I < 1)
     return ingot_fail(INGOT_ERR_SHAPE, "%s: %s", op,
                       I < 1 ? "I must be at least 1" : "T too large");
-  if (mailbox && !check_tensors(op, 2, (const ingot_tensor *[]){x, mailbox})) return NULL;
-  if (mailbox && (mailbox->dtype != INGOT_I64 || mailbox->ndim != 1 || mailbox->shape[0] < E ||
-                  !ingot_is_contiguous(mailbox)))
-    return ingot_fail(INGOT_ERR_SHAPE, "%s: mailbox must be contiguous int64 [>= %lld] (E)", op,
-                      (long long)E);
+  if (mailbox && (!check_tensors(op, 2, (const ingot_tensor *[]){x, mailbox}) ||
+                  !check_scratch(op, "mailbox", mailbox, INGOT_I64, E, "one word an expert")))
+    return NULL;
   int64_t yshape[2] = {T, D}, kshape[2] = {T, k};
   ingot_op_args a = {.op = INGOT_OP_MOE_BLOCK, .nin = 8, .nout = 3};
   a.in[7] = (ingot_tensor *)mailbox; /* borrowed: zero in, zero out */

@@ -331,7 +331,7 @@ RkvParams rkv_params(const ingot_op_args *a) {
   P.T = (int)qs[0], P.Hq = (int)qs[1], P.D = (int)qs[2], P.ctx = (int)cs[0], P.Hkv = (int)cs[1];
   P.eps = (float)a->farg[0];
   P.neox = a->iarg[0] != 0;
-  P.settled = false;  // ROPE_KV_ATTENTION's launcher sets it
+  P.settled = a->iarg[7] != 0;  // ROPE_KV_ATTENTION's hint (0 in ROPE_KV_WRITE's arguments)
   return P;
 }
 
@@ -612,25 +612,27 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
   const bool early = ROPE && QT < 0 && R.settled;  // QT: not plumbed (SmolLM2 measured as is)
   float hv[HR], hw[HR];
   double hf[HR / 2];
-  if (early) {
-    live_rows();
+  // ROPE: the norm weights and frequencies (warps 0, 1: q, k; 2: v, no norm,
+  // no rope).
+  auto rope_weights = [&]() {
     if (w < 2) {
       head_load(R.w[w], D, lane, hw);
       head_load(R.inv, D / 2, lane, hf);
     }
+  };
+  if (early) {
+    live_rows();
+    rope_weights();
   }
   pdl_wait();  // q, the caches and pos come from earlier kernels
   pdl_launch_dependents();
   TL_MARK();  // timeline mark 0: the wait is over
-  // ROPE: the norm weights and frequencies (warps 0, 1: q, k; 2: v, no norm,
-  // no rope) and, without QT, the raw heads (q; k, v of the kv head, used
-  // only by the block that holds row pos) loaded at once with pos: one round
-  // trip, where it was four in a row (pos, q, weights, frequencies).
+  // ROPE: the prologue's weights (unless settled: loaded above) and, without
+  // QT, the raw heads (q; k, v of the kv head, used only by the block that
+  // holds row pos) loaded at once with pos: one round trip, where it was four
+  // in a row (pos, q, weights, frequencies).
   if constexpr (ROPE) {
-    if (!early && w < 2) {
-      head_load(R.w[w], D, lane, hw);
-      head_load(R.inv, D / 2, lane, hf);
-    }
+    if (!early) rope_weights();
     if constexpr (QT < 0)
       if (w < 3) head_load(R.src[w] + (int64_t)(w == 0 ? h : kvh0) * R.hs[w], D, lane, hv);
   }
@@ -1037,8 +1039,7 @@ ingot_status k_rope_kv_attention(ingot_op_args *a) {
   ingot_tensor *out = a->out[0];
   ingot_status st = cuda_use_device_of(out);
   if (st) return st;
-  RkvParams P = rkv_params(a);
-  P.settled = a->iarg[7] != 0;
+  const RkvParams P = rkv_params(a);
   if (ingot_env_off("INGOT_ATTN_ROPE") || P.T != 1 || P.Hq < 1 || P.Hq > 65535 ||
       !cluster_path(P.T, P.D, P.ctx))
     return rope_kv_attention_compose(a);
