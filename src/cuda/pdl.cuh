@@ -16,7 +16,10 @@
 //  - pdl_launch_dependents() comes only after pdl_wait() in every kernel,
 //    so when a kernel starts, all kernels before its predecessor are done.
 // pdl_launch_dependents() lets the next kernel's blocks launch early; without
-// it they launch as this grid's blocks retire. INGOT_NO_PDL (below) launches
+// it they launch as this grid's blocks retire. pdl_wait() returns only once
+// the thread's loads issued before it have landed (H200: a mark after it
+// that uses the loaded registers comes 0.01 us later; docs/perf-notes.md,
+// twenty-second session), so loads put before the wait delay its return. INGOT_NO_PDL (below) launches
 // normally (same results; for A/B measurement and debugging).
 #pragma once
 
