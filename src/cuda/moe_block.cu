@@ -1013,7 +1013,7 @@ ingot_status k_moe_block(ingot_op_args *a) {
   p.wout = (float *)ingot_tensor_data(a->out[1]);
   p.ids = (int32_t *)ingot_tensor_data(a->out[2]);
   p.h = scratch, p.logits = scratch + k * I;
-  p.mail = a->nin > 7 && a->in[7] ? (unsigned long long *)ingot_tensor_data(a->in[7]) : NULL;
+  p.mail = a->in[7] ? (unsigned long long *)ingot_tensor_data(a->in[7]) : NULL;
   // bf16 and f8 phase 1b on tensor cores where the down rows are whole
   // 128-byte lines; INGOT_MOE_TC=0 (read per call): f32 FMAs as other dtypes
   const bool tc = (wdt == INGOT_BF16 || wdt == INGOT_F8E4M3FN) && (I * es) % 128 == 0 &&

@@ -19,8 +19,9 @@
 // it they launch as this grid's blocks retire. pdl_wait() returns only once
 // the thread's loads issued before it have landed (H200: a mark after it
 // that uses the loaded registers comes 0.01 us later; docs/perf-notes.md,
-// twenty-second session), so loads put before the wait delay its return. INGOT_NO_PDL (below) launches
-// normally (same results; for A/B measurement and debugging).
+// twenty-second session), so loads put before the wait delay its return.
+// INGOT_NO_PDL (below) launches normally (same results; for A/B measurement
+// and debugging).
 #pragma once
 
 #include <cuda_runtime.h>
