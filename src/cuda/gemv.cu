@@ -49,6 +49,9 @@
 // Its callers (QMATMUL's f32 output, residual and row scales) need one
 // epilogue form, so ONE carries only that one (one_epilogue; 2496 -> 2232
 // instructions at C = 2, bf16); another form takes the general kernel.
+// ONE's case with e4m3, bf16 or f16 rows of k a multiple of 4 chunks runs its
+// dots on tensor cores instead (gemv_tc.cu) when its grid is one wave: fp8
+// Qwen3-30B-A3B decode +3 %, bf16 even (docs/perf-notes.md).
 // Occupancy queries are cached per kernel (host cost per call: cuda_use_device + one
 // launch + cudaGetLastError).
 // gemv1 and gemvx are launched as programmatic dependents (pdl.cuh): for
@@ -64,9 +67,11 @@
 #include <string.h>
 
 #include <atomic>
+#include <type_traits>
 
 #include "cuda_common.cuh"
 #include "gemv.cuh"
+#include "gemv_tc.cuh"
 #define PDL_FAMILY "gemv"
 // A PDL dependent by default (INGOT_NO_PDL=gemv: plain). It measured slower
 // while moe_block let its dependents launch at its start: the q|k|v product's
@@ -778,13 +783,35 @@ bool one_epilogue(const GemvParams &p) {
          (!p.bias || (p.bias_dt == INGOT_F32 && p.bias_sj == 1));
 }
 
+// The dtype of a weight type (tensor-core kernels: the three it takes).
+template <class WT>
+constexpr ingot_dtype w_dtype() {
+  return std::is_same<WT, f8e4m3_t>::value ? INGOT_F8E4M3FN
+         : std::is_same<WT, bf16_t>::value ? INGOT_BF16
+         : std::is_same<WT, f16_t>::value  ? INGOT_F16
+                                           : INGOT_F32;
+}
+
+// ONE's case on tensor cores (gemv_tc.cu) when it takes it.
+ingot_status launch_tc(const GemvParams &p, ingot_dtype wdt, int dev, cudaStream_t s, bool *used) {
+  GemvTcArgs a{};
+  a.w = p.w, a.ldw = p.ldw, a.x = static_cast<const float *>(p.x), a.k = p.k, a.m = p.m;
+  a.sb = p.sb, a.bias = static_cast<const float *>(p.bias), a.norm = p.norm, a.eps = p.eps;
+  a.w_early = p.w_early, a.out = static_cast<float *>(p.out);
+  return gemv_tc_try(wdt, a, dev, s, used);
+}
+
 template <class WT>
 ingot_status launch_x(GemvParams &p, int dev, cudaStream_t s, bool *used) {
-  if (p.rows <= 1)  // ONE: one 16-byte aligned row staged in one pass, the plain epilogue
-    return p.xvec && p.nch * (Wfmt<WT>::VEC / 4) <= (int64_t)kThreads * kStageLoads &&
-                   one_epilogue(p)
-               ? launch_x1<WT, true>(p, dev, s, used)
-               : launch_x1<WT, false>(p, dev, s, used);
+  if (p.rows <= 1) {  // ONE: one 16-byte aligned row staged in one pass, the plain epilogue
+    const bool one =
+        p.xvec && p.nch * (Wfmt<WT>::VEC / 4) <= (int64_t)kThreads * kStageLoads && one_epilogue(p);
+    if (one) {
+      ingot_status st = launch_tc(p, w_dtype<WT>(), dev, s, used);
+      if (st || *used) return st;
+    }
+    return one ? launch_x1<WT, true>(p, dev, s, used) : launch_x1<WT, false>(p, dev, s, used);
+  }
   if (p.rows <= 2) return launch_xc<WT, 2, 2>(p, dev, s, used);
   if (p.rows <= 4) return launch_xc<WT, 4, 2>(p, dev, s, used);
   return launch_xc<WT, 8, 4>(p, dev, s, used);

@@ -48,6 +48,7 @@ bool cuda_timeline_buffers(cuda_tl_rec **recs, unsigned long long **count) {
 }
 
 void cuda_tl_attach_gemv(void);
+void cuda_tl_attach_gemv_tc(void);
 void cuda_tl_attach_attention(void);
 void cuda_tl_attach_moe_block(void);
 void cuda_tl_attach_sample(void);
@@ -58,6 +59,7 @@ void cuda_timeline_attach_all(void) {
   unsigned long long *c;
   if (!cuda_timeline_buffers(&r, &c)) return;
   cuda_tl_attach_gemv();
+  cuda_tl_attach_gemv_tc();
   cuda_tl_attach_attention();
   cuda_tl_attach_moe_block();
   cuda_tl_attach_sample();

@@ -4,7 +4,10 @@ test_f8matmul.py).
 
 Paths: M <= 8 the dense GEMV (gemv.cu) with f8 weights: gemvx_kernel when K
 is a multiple of 16 and rows 16-byte aligned (the norm fused in its staging,
-scale and res in its epilogue: one launch), gemv_kernel otherwise (odd K,
+scale and res in its epilogue: one launch; one row with K a multiple of 64
+up to 4096: gemv_tc_kernel, the dots on tensor cores with x as f16 hi + lo
+times a power of 2: K = 256, 2048, 4096 here, the range and special-value
+cases included), gemv_kernel otherwise (odd K,
 rows padded by 7 bytes: scalar loads; the norm by rms_norm first); M > 8, or
 X too large to stage (M = 8, K = 6144): W times its scales dequantised to f32
 scratch, the MATMUL kernel, res added. Qwen3-30B-A3B's attention shapes

@@ -16,6 +16,9 @@ qmatmul_fused with |cuda - cpu| <= 2e-5 * (|x_n| @ |W|^T + |res|) + 1e-6 (the
 inverse RMS is summed in another order: a few ulps); one launch for M <= 8
 when x fits in shared memory, rms_norm + GEMV (+ residual epilogue) when it
 does not or rows are not 16-byte aligned, rms_norm + prefill + add for M > 8.
+One row of f16 / bf16 weights with K a multiple of 32 (gemv_tc.cu: tensor
+cores, x split into 16-bit parts): the same bound, inf weights, inf / NaN in
+x and an inf weight against x = 0 where the CPU has them, x far from 1.
 Prefill products (M >= 64: W dequantised to bf16, x rounded to bf16, bf16
 tensor cores with f32 accumulation): |cuda - cpu| <= (2^-7 + 2e-5) * (|x| @
 |W|^T) + 1e-6 (both operands carry 2^-8 relative rounding), every type,
@@ -429,6 +432,61 @@ def test_qmatmul_fused_float_special_unaligned(name, xoff, woff):
     np.testing.assert_array_equal(got[1][fin], res[1][fin])
     keep = np.isfinite(want[2:]).all(axis=0)
     check_fused_close(got[2:, keep], want[2:, keep], x[2:], w64[keep], norm, 1e-6, res[2:, keep])
+
+
+@pytest.mark.parametrize("name", ["F16", "BF16"])
+@pytest.mark.parametrize("case", ["winf", "xinf", "xnan", "inf_times_zero", "norm_inf"])
+def test_qmatmul_fused_float_one_row_special(name, case):
+    """One row (decode) on the tensor-core GEMV (gemv_tc.cu: K a multiple of
+    32, X split into 16-bit parts): inf weights (inf, -inf in one row: NaN),
+    inf or NaN in x, an inf weight against x = 0 (NaN), an inf norm weight:
+    NaN and inf (with sign) where the CPU has them, the rest within the
+    bound."""
+    rng = np.random.default_rng(seed(name, case, "floatrow"))
+    n, k = 40, 256
+    tid, wq = weights_fast(name, n, k, rng)
+    wv = wq.view({"F16": np.float16, "BF16": ml_dtypes.bfloat16}[name])
+    x = (rng.standard_normal((1, k)) * 3).astype(np.float32)
+    norm = rng.standard_normal(k).astype(np.float32) if case == "norm_inf" else None
+    if case == "winf":
+        wv[3, 5], wv[4, 0], wv[4, 200] = np.inf, np.inf, -np.inf
+    elif case == "xinf":
+        x[0, 17] = -np.inf
+    elif case == "xnan":
+        x[0, 100] = np.nan
+    elif case == "inf_times_zero":
+        wv[6, 9], wv[7, 12] = np.inf, -np.inf
+        x[0, 9] = 0
+    else:
+        norm[33] = np.inf
+    got, want = fused_both(wq, dev(wq), tid, k, x, norm, None, eps=1e-6)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    inf = np.isinf(want)
+    np.testing.assert_array_equal(np.sign(got[inf]), np.sign(want[inf]))
+    assert (~np.isfinite(want)).any()
+    fin = np.isfinite(want[0])
+    if fin.any() and norm is None:  # x finite here: the bound on the finite outputs
+        w64 = np.nan_to_num(wv.astype(np.float64), posinf=0, neginf=0)
+        check_fused_close(got[:, fin], want[:, fin], x, w64[fin], None, 1e-6, None)
+
+
+@pytest.mark.parametrize("name", ["F16", "BF16"])
+@pytest.mark.parametrize("mag", [1e30, 3e4, 1e-6, 1e-30])
+def test_qmatmul_fused_float_one_row_range(name, mag):
+    """One row of x far from 1 with a spread of magnitudes (f16 weights: X
+    scaled by a power of 2 into f16's range, then split; bf16: three bf16
+    parts): a relative bound only."""
+    rng = np.random.default_rng(seed(name, mag, "floatrange"))
+    n, k = 67, 512
+    tid, wq = weights_fast(name, n, k, rng)
+    w64 = wq.view({"F16": np.float16, "BF16": ml_dtypes.bfloat16}[name]).astype(np.float64)
+    x = (rng.standard_normal((1, k)) * mag * np.exp(rng.uniform(-6, 0, k))).astype(np.float32)
+    got, want = fused_both(wq, dev(wq), tid, k, x, None, None)
+    assert np.isfinite(want).all() and np.isfinite(got).all()
+    m64 = np.abs(x.astype(np.float64)) @ np.abs(w64).T
+    err = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    assert np.all(err <= 2e-5 * m64), f"max rel err {np.max(err / m64)}"
 
 
 def test_qmatmul_fused_none_matches_qmatmul():
