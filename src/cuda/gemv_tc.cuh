@@ -19,7 +19,7 @@ struct GemvTcArgs {
   float eps;
   bool w_early;
   float *out;
-  int kw;  // warps a row group splits k over: set by gemv_tc_launch
+  int kw;  // warps a row group splits k over: set by gemv_tc_try
 };
 
 // Enqueues the product on s (a PDL dependent of the kernel before; no sync)
