@@ -1,7 +1,7 @@
 // Pieces of the f16 / bf16 tensor-core dots of the decode kernels (moe_block.cu's
-// phase 1b, gemv_tc8.cu): an f32 operand as 16-bit hi + lo pairs, scaled by a
+// phase 1b, gemv_tc.cu): an f32 operand as 16-bit hi + lo pairs, scaled by a
 // power of 2 into f16's range; e4m3 bytes widened to f16 exactly; one mma
-// m16n8k16 with f32 sums.
+// m16n8k16 (f16 or bf16) with f32 sums.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -49,7 +49,8 @@ __device__ __forceinline__ void split_x2(float a, float b, uint32_t &hi, uint32_
 // hi + lo pairs (22 significant bits, or an error under 2^-38 of the group's
 // largest; inf and NaN in hi alone) against e4m3 rows widened to f16 exactly
 // (every e4m3 value is an f16); the f32 sums times 1 / sigma. moe_block's f8
-// phase 1b scales each 128 elements of h, gemv_tc8 a whole X row.
+// phase 1b scales each 128 elements of h, gemv_tc each warp's k slice of X
+// (the whole row where a norm's block sum is needed anyway).
 // f8_sigma_exp: log2 sigma from the largest finite |value| as f32 bits (0: 1).
 __device__ __forceinline__ int f8_sigma_exp(uint32_t maxbits) {
   const int e = maxbits ? (int)(maxbits >> 23) - 127 : 0;  // max in [2^e, 2^(e+1))
