@@ -67,7 +67,6 @@
 #include <string.h>
 
 #include <atomic>
-#include <type_traits>
 
 #include "cuda_common.cuh"
 #include "gemv.cuh"
@@ -113,6 +112,7 @@ struct GemvParams {
   const float *norm;  // gemvx_kernel: NULL, or RMS norm weight [k] applied to X first
   float eps;
   bool w_early;  // W loaded before pdl_wait: immutable (QMATMUL) or no PDL launch
+  int w_dt;      // W's dtype (the host's choice of the tensor-core kernel)
 };
 
 __device__ __forceinline__ float load_f(const void *p, int dt, int64_t i) {
@@ -783,22 +783,13 @@ bool one_epilogue(const GemvParams &p) {
          (!p.bias || (p.bias_dt == INGOT_F32 && p.bias_sj == 1));
 }
 
-// The dtype of a weight type (tensor-core kernels: the three it takes).
-template <class WT>
-constexpr ingot_dtype w_dtype() {
-  return std::is_same<WT, f8e4m3_t>::value ? INGOT_F8E4M3FN
-         : std::is_same<WT, bf16_t>::value ? INGOT_BF16
-         : std::is_same<WT, f16_t>::value  ? INGOT_F16
-                                           : INGOT_F32;
-}
-
 // ONE's case on tensor cores (gemv_tc.cu) when it takes it.
-ingot_status launch_tc(const GemvParams &p, ingot_dtype wdt, int dev, cudaStream_t s, bool *used) {
+ingot_status launch_tc(const GemvParams &p, int dev, cudaStream_t s, bool *used) {
   GemvTcArgs a{};
   a.w = p.w, a.ldw = p.ldw, a.x = static_cast<const float *>(p.x), a.k = p.k, a.m = p.m;
   a.sb = p.sb, a.bias = static_cast<const float *>(p.bias), a.norm = p.norm, a.eps = p.eps;
   a.w_early = p.w_early, a.out = static_cast<float *>(p.out);
-  return gemv_tc_try(wdt, a, dev, s, used);
+  return gemv_tc_try((ingot_dtype)p.w_dt, a, dev, s, used);
 }
 
 template <class WT>
@@ -807,7 +798,7 @@ ingot_status launch_x(GemvParams &p, int dev, cudaStream_t s, bool *used) {
     const bool one =
         p.xvec && p.nch * (Wfmt<WT>::VEC / 4) <= (int64_t)kThreads * kStageLoads && one_epilogue(p);
     if (one) {
-      ingot_status st = launch_tc(p, w_dtype<WT>(), dev, s, used);
+      ingot_status st = launch_tc(p, dev, s, used);
       if (st || *used) return st;
     }
     return one ? launch_x1<WT, true>(p, dev, s, used) : launch_x1<WT, false>(p, dev, s, used);
@@ -868,6 +859,7 @@ ingot_status run(GemvParams &p, ingot_dtype wdt, const ingot_tensor *wt, ingot_t
                  bool *done) {
   int vec = vec_of(wdt);
   if (!vec) return INGOT_OK;
+  p.w_dt = wdt;
   p.nch = (p.k + vec - 1) / vec;
   if ((size_t)p.rows > kMaxRows) return INGOT_OK;
   int rp = p.rows <= 1 ? 1 : p.rows <= 2 ? 2 : p.rows <= 4 ? 4 : 8;

@@ -18,9 +18,10 @@
 // already hold them (e4m3: how cvt.f16x2.e4m3x2 lays a word's halves out).
 // B is X as 16-bit parts in columns 0 .. G - 1: f16 hi + lo of X times sigma
 // (tc_f16.cuh) against e4m3 / f16 rows, bf16 hi + mid + lo (24 bits, f32's
-// range: no sigma) against bf16 rows, staged once per block after the wait
-// in mma order, so that lanes g < G read two mmas' B with one conflict-free
-// 16-byte load. The KW warps of a row group split k; a shared-memory sum
+// range: no sigma) against bf16 rows, staged after the wait in mma order
+// (by each warp for its own k slice; by the block when a norm needs the
+// row's sum of squares), so that lanes g < G read two mmas' B with one
+// conflict-free 16-byte load. The KW warps of a row group split k; a shared-memory sum
 // closes each row. KW = the fewest (1, 2, 4, 8, 16) that leave a warp at
 // most kSteps steps: a lane holds at most 2 kSteps 16-byte loads (64
 // registers). NW = 16 warps a block when KW is 16 (bf16 rows of 4096: one
@@ -90,8 +91,8 @@ __device__ __forceinline__ void store_x(uint32_t *xs, int i, float4 y, float sig
   for (int g = 0; g < G; g++) *reinterpret_cast<uint2 *>(d + g * 16) = b[g];
 }
 
-// X (f32, one row, optionally RMS-normed as the RMS_NORM kernel rounds it;
-// times sigma for f16) into xs as 16-bit pairs in mma order: uint4 ((s MC/2
+// X (f32, one row) RMS-normed as the RMS_NORM kernel rounds it (p.norm set),
+// times sigma for f16, into xs as 16-bit pairs in mma order: uint4 ((s MC/2
 // + q/2) G + g) 4 + t holds column g's b0, b1 of mmas q, q + 1 (q even) of
 // step s, lane t. One pass of float4 loads, one block reduction (the sum of
 // squares and the largest finite |x norm| together), one barrier after the
@@ -110,34 +111,29 @@ __device__ __forceinline__ float stage_x(const GemvTcArgs &p, uint32_t *xs,
     const int i = threadIdx.x + u * 32 * NW;
     v[u] = i < n4 ? __ldg(x4 + i) : make_float4(0.f, 0.f, 0.f, 0.f);
     ss = sum_sq4(v[u], ss);
-    if (TcFmt<WT>::kSigma) {  // with a norm, max |x g| times the (positive) 1 / rms
-      const float4 g = p.norm ? nw[u] : make_float4(1.f, 1.f, 1.f, 1.f);
-      mx = fmaxf(fmaxf(mx, fmaxf(fin_abs(v[u].x * g.x), fin_abs(v[u].y * g.y))),
-                 fmaxf(fin_abs(v[u].z * g.z), fin_abs(v[u].w * g.w)));
-    }
+    if (TcFmt<WT>::kSigma)  // max |x g| times the (positive) 1 / rms is the normed max
+      mx = fmaxf(fmaxf(mx, fmaxf(fin_abs(v[u].x * nw[u].x), fin_abs(v[u].y * nw[u].y))),
+                 fmaxf(fin_abs(v[u].z * nw[u].z), fin_abs(v[u].w * nw[u].w)));
   }
-  float iv = 1.f, sigma = 1.f, inv_sigma = 1.f;
-  if (p.norm || TcFmt<WT>::kSigma) {
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      ss += __shfl_xor_sync(0xffffffffu, ss, o);
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    }
-    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32][0] = ss, part[threadIdx.x / 32][1] = mx;
-    __syncthreads();
-    ss = 0.f, mx = 0.f;
-    for (int w = 0; w < NW; w++) ss += part[w][0], mx = fmaxf(mx, part[w][1]);
-    if (p.norm) iv = inv_rms(ss, (float)p.k, p.eps);
-    if (TcFmt<WT>::kSigma) {
-      const int se = f8_sigma_exp(__float_as_uint(fin_abs(mx * iv)));
-      sigma = pow2f(se), inv_sigma = pow2f(-se);
-    }
+  for (int o = 16; o > 0; o >>= 1) {
+    ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  }
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32][0] = ss, part[threadIdx.x / 32][1] = mx;
+  __syncthreads();
+  ss = 0.f, mx = 0.f;
+  for (int w = 0; w < NW; w++) ss += part[w][0], mx = fmaxf(mx, part[w][1]);
+  const float iv = inv_rms(ss, (float)p.k, p.eps);
+  float sigma = 1.f, inv_sigma = 1.f;
+  if (TcFmt<WT>::kSigma) {
+    const int se = f8_sigma_exp(__float_as_uint(fin_abs(mx * iv)));
+    sigma = pow2f(se), inv_sigma = pow2f(-se);
   }
 #pragma unroll
   for (int u = 0; u < L; u++) {
     const int i = threadIdx.x + u * 32 * NW;
-    if (i >= n4) continue;
-    store_x<WT>(xs, i, p.norm ? rms_scale4(v[u], iv, nw[u]) : v[u], sigma);
+    if (i < n4) store_x<WT>(xs, i, rms_scale4(v[u], iv, nw[u]), sigma);
   }
   __syncthreads();
   return inv_sigma;
@@ -298,7 +294,7 @@ ingot_status launch(GemvTcArgs p, int dev, cudaStream_t s, bool *used) {
 template <class WT>
 ingot_status launch_w(GemvTcArgs p, int dev, cudaStream_t s, bool *used) {
   constexpr int VEC = TcFmt<WT>::VEC;
-  if (p.k % (4 * VEC) || p.ldw % VEC) return INGOT_OK;
+  if (p.k % (4 * VEC) || p.ldw % VEC || ingot_env_off("INGOT_GEMV_TC")) return INGOT_OK;
   const int ns = (int)(p.k / (4 * VEC));
   p.kw = 1;
   while (p.kw < kMaxWarps && (ns + p.kw - 1) / p.kw > kSteps) p.kw *= 2;
@@ -314,8 +310,7 @@ TL_DEFINE_ATTACH(cuda_tl_attach_gemv_tc)
 
 ingot_status gemv_tc_try(ingot_dtype wdt, GemvTcArgs p, int dev, cudaStream_t s, bool *used) {
   *used = false;
-  if (p.m <= 0 || p.k <= 0 || p.k > kMaxK || (uintptr_t)p.w % 16 || (uintptr_t)p.x % 16 ||
-      ingot_env_off("INGOT_GEMV_TC"))
+  if (p.m <= 0 || p.k <= 0 || p.k > kMaxK || (uintptr_t)p.w % 16 || (uintptr_t)p.x % 16)
     return INGOT_OK;
   switch (wdt) {
     case INGOT_F8E4M3FN:
