@@ -242,7 +242,8 @@ def test_cuda_qwen3_30b_a3b_experts(wdt, mode, monkeypatch):
 # k I / 32 (f8) or k I / 16 (bf16) column tiles does not fit one slot's:
 # k 10, I 768 (f8 shares of 16 tiles across slots of 24, the last warp
 # idle; bf16 30 across 48); k 9, I 64 / 128 (bf16 shares of 3 tiles across
-# slots of 4 or 5 across 8; f8 shares of 4 tiles, 7 warps idle).
+# slots of 4 or 5 across 8; f8 at I 128 shares of 4 tiles, 7 warps idle;
+# f8 at I 64, rows of 64 bytes, the f32 FMAs).
 @pytest.mark.parametrize("E,k,D,I", [(32, 10, 512, 768), (16, 9, 256, 64), (16, 9, 256, 128)])
 @pytest.mark.parametrize("wdt", [BF16, F8], ids=lambda d: NAMES[d])
 @needs_cuda
