@@ -8,7 +8,8 @@ their tensor-core phase 1b where I is a multiple of 64 (bf16) or 128 (f8)
 and, INGOT_MOE_TC=0, with f32 FMAs) and =0 (the composed kernels) at T = 1;
 the default (the kernel: bit-equal to the forced path); shapes the kernel
 leaves to the composition (T > 1, rows that are not whole 16-byte chunks);
-the Qwen3-30B-A3B expert shape; logits that tie exactly; f8 with h from
+the Qwen3-30B-A3B expert shape; tensor-core phase 1b with warp shares
+across slots; logits that tie exactly; f8 with h from
 subnormal to inf, and with h's 128-element groups at different scales;
 every f8 down-weight byte (NaN, +-448, subnormals, +-0) at both halves of
 the tensor-core tiles; a captured graph.
