@@ -624,20 +624,20 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
   double hf[HR / 2];
   RopeCS hcs[HR / 2];
   // ROPE: the norm weights and frequencies (warps 0, 1: q, k; 2: v, no norm,
-  // no rope), then each of the lane's pairs' cosine and sine at pos. With
-  // settled inputs both run before the wait, so the double sincos (~0.4 us
-  // a warp) leaves the prologue's chain: the attention ends ~0.1 us sooner
-  // (H200 timeline, Qwen3-30B-A3B; late blocks pass their wait later).
+  // no rope), then each of the lane's pairs' cosine and sine at pos, made in
+  // the rotation. ahead: with settled inputs the decode instantiation makes
+  // them before the wait, so the double sincos (~0.4 us a warp) leaves the
+  // prologue's chain: the attention ends ~0.1 us sooner (H200 timeline,
+  // Qwen3-30B-A3B; late blocks pass their wait later). Not with QT (all its
+  // warps stage x and run the product) nor D unknown at compile time (it
+  // spilled with them beside the rows in flight).
   auto rope_weights = [&]() {
     if (w < 2) {
       head_load(R.w[w], D, lane, hw);
       head_load(R.inv, D / 2, lane, hf);
     }
   };
-  // Made ahead in the decode instantiation (DK, no QT: measured); the
-  // others make them in the rotation, as all QT warps stage x and run the
-  // product, and DK = 0 would spill with them beside the rows in flight.
-  constexpr bool ahead = ROPE && QT < 0 && DK > 0;
+  const bool ahead = early && DK > 0;
   auto rope_angles = [&]() {
     if (w < 2)
 #pragma unroll
@@ -647,7 +647,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
   if (early) {
     live_rows();
     rope_weights();
-    if constexpr (ahead) rope_angles();
+    if (ahead) rope_angles();
   }
   pdl_wait();  // q, the caches and pos come from earlier kernels
   pdl_launch_dependents();
@@ -661,10 +661,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
     if constexpr (QT < 0)
       if (w < 3) head_load(R.src[w] + (int64_t)(w == 0 ? h : kvh0) * R.hs[w], D, lane, hv);
   }
-  if (!early) {
-    live_rows();
-    if constexpr (ahead) rope_angles();
-  }
+  if (!early) live_rows();
   if constexpr (ROPE) {
     TL_MARK();  // mark 1 (ROPE): pos has arrived, the first rows' loads issued
     if constexpr (QT >= 0) {
@@ -700,7 +697,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(NT, QT >= 0 ?
           y[i] = to_acc(c);
         }
       } else {
-        if constexpr (!ahead) rope_angles();
+        if (!ahead) rope_angles();
 #pragma unroll
         for (int u = 0; u < HR / 2; u++) {  // pairs apart: in place per lane
           const int i = lane + 32 * u;
